@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build the local Debian 12 image with systemd and python3 (no container registry needed):
+# debootstrap a minimal root file system from the machine's own Debian mirror, import it into podman.
+# The tag carries a hash of the recipe, so the image is rebuilt only when missing or when the recipe changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/image.env
+if podman image exists "$K26_IMAGE"; then
+  exit 0
+fi
+mirror=${K26_DEBIAN_MIRROR:-}
+if [ -z "$mirror" ]; then
+  # The machine's own apt source: deb822 files first, then the one-line format.
+  mirror=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
+  [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{print $2}' | grep -v -- '-security' | head -n1 || true)
+fi
+if [ -z "$mirror" ]; then
+  echo "[image] no Debian mirror found in the apt sources; set K26_DEBIAN_MIRROR" >&2
+  exit 1
+fi
+rootfs=$(mktemp -d /var/tmp/k26-rootfs.XXXXXX)
+trap 'rm -rf "$rootfs"' EXIT
+echo "[image] building $K26_IMAGE with debootstrap (about 70 s)"
+debootstrap --variant=minbase --include="$K26_IMAGE_PACKAGES" bookworm "$rootfs" "$mirror" > "$rootfs.log" 2>&1 || {
+  tail -n 30 "$rootfs.log" >&2; rm -f "$rootfs.log"; exit 1; }
+rm -f "$rootfs.log"
+# A container has no console to log in on; keep the boot quiet and quick.
+chroot "$rootfs" systemctl mask getty.target systemd-logind.service console-getty.service >/dev/null 2>&1 || true
+rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+tar -C "$rootfs" -c . | podman import --change 'CMD ["/lib/systemd/systemd"]' - "$K26_IMAGE" >/dev/null
+echo "[image] built $K26_IMAGE"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One-time (idempotent) set-up of a development/CI machine for this project:
+#   - system packages: podman, a working OCI runtime, debootstrap
+#   - the Python virtualenv .venv with the project and its tools (ansible-core, the
+#     `ansible` bundle for collections, ansible-runner, molecule, ansible-lint, pytest)
+#   - a podman runtime that works on this machine (runc where crun cannot run, e.g. cgroups v1/hybrid)
+#   - the local Debian 12 + systemd image used by the demo, the tests and Molecule
+# Each step is skipped when it is already satisfied. No registry host is named here:
+# apt and pip use the machine's own configuration.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+
+log() { printf '[setup] %s\n' "$*"; }
+
+need_apt=()
+for pkg_cmd in podman:podman runc:runc debootstrap:debootstrap; do
+  command -v "${pkg_cmd#*:}" >/dev/null 2>&1 || need_apt+=("${pkg_cmd%%:*}")
+done
+if ((${#need_apt[@]})); then
+  log "installing system packages: ${need_apt[*]}"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+scripts/configure_podman.sh
+
+stamp=$VENV/.k26-setup-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  log "creating virtualenv $VENV"
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$VENV/bin/python" -m pip install -q -e '.[dev]'
+  rm -f "$VENV"/.k26-setup-*
+  touch "$stamp"
+fi
+
+scripts/build_image.sh
+log "ready: activate with 'source .venv/bin/activate'"
