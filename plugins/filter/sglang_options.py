@@ -1,0 +1,130 @@
+"""Filters that turn the sglang_service role's structured variables into SGLang's option mapping.
+
+The mapping is what `python -m sglang.launch_server --config FILE` reads: keys are flag names
+without the leading dashes. Layers are merged in order (role defaults, model profile, the user's
+overrides); a value of None removes the option.
+"""
+
+import ipaddress
+
+from ansible.errors import AnsibleFilterError
+
+# SGLang 0.5.23's --attention-backend choices (srt/server_args.py).
+ATTENTION_BACKENDS = (
+    "triton", "torch_native", "flex_attention", "fa3", "fa4", "flashinfer", "flashmla",
+    "trtllm_mla", "trtllm_mha", "cutedsl_mla", "aiter", "wave", "intel_amx", "ascend",
+    "dual_chunk_flash_attn", "nsa", "intel_xpu",
+)
+
+# Options that must not be set through the free-form mapping, with what to use instead.
+RESERVED_OPTIONS = {
+    "api-key": "sglang_service_api_key",
+    "config": "the role (it owns the config file)",
+}
+
+
+def option_key(name):
+    """`--pp_size` / `pp_size` / `pp-size` -> `pp-size`."""
+    if not isinstance(name, str) or not name.strip("-_ "):
+        raise AnsibleFilterError("SGLang option names must be non-empty strings, got %r" % (name,))
+    return name.strip().lstrip("-").replace("_", "-")
+
+
+def merge_options(*layers):
+    """Merge option mappings left to right; later layers win, None deletes."""
+    merged = {}
+    for layer in layers:
+        if layer is None:
+            continue
+        if not isinstance(layer, dict):
+            raise AnsibleFilterError("SGLang options must be a mapping, got %s" % type(layer).__name__)
+        for name, value in layer.items():
+            key = option_key(name)
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+    return dict(sorted(merged.items()))
+
+
+def default_attention_backend(compute_capability, mla=True):
+    """The attention backend SGLang picks for an MLA model on this GPU generation, or '' to let SGLang decide.
+
+    SM120 (RTX PRO 6000 Blackwell): triton; SM100 (B200): trtllm_mla; SM90 (H100/H200): fa3.
+    """
+    if not compute_capability or not mla:
+        return ""
+    try:
+        major = int(str(compute_capability).split(".")[0])
+    except ValueError:
+        raise AnsibleFilterError("compute capability %r is not like '12.0'" % (compute_capability,))
+    return {12: "triton", 10: "trtllm_mla", 9: "fa3"}.get(major, "triton" if major >= 8 else "")
+
+
+def is_loopback(host):
+    """True when binding to `host` is reachable from this machine only."""
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(str(host).strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost: assume reachable from outside
+
+
+def _int(options, key, default):
+    value = options.get(key, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("SGLang option %s must be an integer, got %r" % (key, value))
+
+
+def option_problems(options, gpu_count, api_key_set=False, allow_public_without_key=False, user_options=None):
+    """Every reason the effective options cannot work, as messages that say what to change. Empty = fine."""
+    problems = []
+    for name in (user_options or {}):
+        key = option_key(name)
+        if key in RESERVED_OPTIONS:
+            problems.append("sglang_service_options sets '%s': use %s instead" % (key, RESERVED_OPTIONS[key]))
+    model_path = options.get("model-path")
+    if not model_path or not str(model_path).strip():
+        problems.append("no model path: set sglang_service_model_path to the model directory (or hub id)")
+    port = _int(options, "port", 30000)
+    if not 1 <= port <= 65535:
+        problems.append("port %d is out of range: choose 1-65535" % port)
+    tp, pp, nnodes = _int(options, "tp-size", 1), _int(options, "pp-size", 1), _int(options, "nnodes", 1)
+    for key, value in (("tp-size", tp), ("pp-size", pp), ("nnodes", nnodes)):
+        if value < 1:
+            problems.append("%s must be >= 1, got %d" % (key, value))
+    gpus = int(gpu_count)
+    if gpus < 1:
+        problems.append("sglang_service_gpu_count must be >= 1 (GPUs per node the server uses), got %d" % gpus)
+    elif tp >= 1 and pp >= 1 and nnodes >= 1:
+        per_node = tp * pp / nnodes
+        if gpus % pp != 0 and nnodes == 1:
+            problems.append("pp-size %d does not divide the %d GPUs: choose a pp-size among %s"
+                            % (pp, gpus, [d for d in range(1, gpus + 1) if gpus % d == 0]))
+        if (tp * pp) % nnodes != 0:
+            problems.append("tp-size %d x pp-size %d = %d is not divisible by nnodes %d (SGLang asserts this)"
+                            % (tp, pp, tp * pp, nnodes))
+        elif per_node > gpus:
+            problems.append("tp-size %d x pp-size %d needs %d GPUs per node but the node has %d"
+                            % (tp, pp, int(per_node), gpus))
+    backend = options.get("attention-backend")
+    if backend and backend not in ATTENTION_BACKENDS:
+        problems.append("unknown attention backend '%s': choose one of %s" % (backend, ", ".join(ATTENTION_BACKENDS)))
+    host = options.get("host", "127.0.0.1")
+    if not is_loopback(host) and not api_key_set and not allow_public_without_key:
+        problems.append("host %s is reachable from other machines but no API key is set: set sglang_service_api_key "
+                        "(or sglang_service_allow_public_without_key: true to accept an open endpoint)" % host)
+    return problems
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "sglang_merge_options": merge_options,
+            "sglang_default_attention_backend": default_attention_backend,
+            "sglang_option_problems": option_problems,
+            "sglang_is_loopback": is_loopback,
+        }

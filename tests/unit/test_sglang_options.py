@@ -1,0 +1,68 @@
+"""The sglang_service role's option merge, backend choice and input validation (plugins/filter/sglang_options.py)."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from sglang_options import default_attention_backend, is_loopback, merge_options, option_problems
+
+GOOD = {"model-path": "/srv/models/Kimi-K2.6", "host": "127.0.0.1", "port": 30000, "tp-size": 1, "pp-size": 8}
+
+
+def test_layers_merge_in_order_with_normalised_keys_and_null_removes():
+    base = {"pp_size": 8, "--host": "127.0.0.1", "disable-cuda-graph": True}
+    profile = {"pp-async-batch-depth": 8}
+    user = {"disable_cuda_graph": None, "pp-size": 4}
+    assert merge_options(base, profile, user) == {"host": "127.0.0.1", "pp-async-batch-depth": 8, "pp-size": 4}
+
+
+def test_merge_rejects_a_non_mapping():
+    with pytest.raises(AnsibleFilterError, match="mapping"):
+        merge_options({"a": 1}, ["pp-size", 8])
+
+
+@pytest.mark.parametrize("cc, backend", [("12.0", "triton"), ("10.0", "trtllm_mla"), ("9.0", "fa3"),
+                                         ("8.0", "triton"), ("", ""), (None, "")])
+def test_attention_backend_follows_the_gpu_architecture(cc, backend):
+    assert default_attention_backend(cc) == backend
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.0.1.1", True), ("::1", True),
+                                            ("localhost", True), ("0.0.0.0", False), ("::", False),
+                                            ("10.0.0.5", False), ("gpu-node-01", False)])
+def test_loopback(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_good_options_have_no_problems():
+    assert option_problems(GOOD, 8) == []
+
+
+@pytest.mark.parametrize("change, gpus, message", [
+    ({"pp-size": 3}, 8, "pp-size 3 does not divide the 8 GPUs"),
+    ({"tp-size": 2}, 8, "needs 16 GPUs per node but the node has 8"),
+    ({"attention-backend": "fa9"}, 8, "unknown attention backend 'fa9'"),
+    ({"port": 70000}, 8, "port 70000 is out of range"),
+    ({"port": 0}, 8, "port 0 is out of range"),
+    ({"model-path": ""}, 8, "no model path"),
+    ({"host": "0.0.0.0"}, 8, "no API key is set"),
+    ({"nnodes": 3}, 8, "not divisible by nnodes 3"),
+    ({"pp-size": 0}, 8, "pp-size must be >= 1"),
+])
+def test_each_bad_input_is_named(change, gpus, message):
+    problems = option_problems(dict(GOOD, **change), gpus)
+    assert any(message in p for p in problems), problems
+
+
+def test_public_bind_is_fine_with_a_key_or_explicit_permission():
+    public = dict(GOOD, host="0.0.0.0")
+    assert option_problems(public, 8, api_key_set=True) == []
+    assert option_problems(public, 8, allow_public_without_key=True) == []
+
+
+def test_reserved_options_point_to_the_right_variable():
+    problems = option_problems(GOOD, 8, user_options={"api_key": "x"})
+    assert problems == ["sglang_service_options sets 'api-key': use sglang_service_api_key instead"]
+
+
+def test_two_nodes_split_the_pipeline():
+    assert option_problems(dict(GOOD, **{"pp-size": 16, "nnodes": 2}), 8) == []
