@@ -1,0 +1,1210 @@
+#!/usr/bin/env python3
+"""GPU-less stand-in for an SGLang server (``python -m sglang.launch_server``).
+
+It is started the way the service starts SGLang 0.5.23::
+
+    sglang_simulator.py --config /etc/sglang/k26.yaml [--flag value ...]
+
+and imitates what a deployment can observe from the outside:
+
+* the options: a YAML ``--config`` file merged like SGLang's ConfigArgumentMerger
+  (file first, command-line flags win) and parsed with argparse, so an unknown
+  option fails exactly like SGLang (usage, "unrecognized arguments", exit 2);
+* the start-up: SGLang-like log lines on stderr, the port CLOSED while weights load
+  and CUDA graphs are captured, then an HTTP server where /v1/models, /model_info
+  and /server_info answer at once while /health, /health_generate and /ready answer
+  503 until warm-up ends ("The server is fired up and ready to roll!");
+* the API: OpenAI completions and chat completions (streaming or not), /generate,
+  /metrics (with --enable-metrics), Bearer API key, and on nodes with
+  --node-rank >= 1 only a dummy /health;
+* failures: crash or hang while loading, a crash after ready, a warm-up that never
+  succeeds; and a prompt, clean exit (0) on SIGTERM or SIGINT.
+
+It never touches a GPU or a model: never use it for real traffic.
+
+Simulator-only knobs are environment variables (real SGLang would reject them in the
+config file), each also accepted as a command-line flag:
+
+    SGLANG_SIM_LOAD_SECONDS             --sim-load-seconds             3.0  weight loading
+    SGLANG_SIM_GRAPH_SECONDS            --sim-graph-seconds            1.0  CUDA graph capture
+    SGLANG_SIM_WARMUP_SECONDS           --sim-warmup-seconds           1.0  warm-up request
+    SGLANG_SIM_TOKENS_PER_SECOND        --sim-tokens-per-second        50   per request (0: no delay)
+    SGLANG_SIM_HEALTH_GENERATE_SECONDS  --sim-health-generate-seconds  1.0  /health_generate once warm
+    SGLANG_SIM_FAILURE                  --sim-failure                  none, crash_loading,
+                                        hang_loading, crash_after_ready, warmup_fail
+    SGLANG_SIM_CRASH_AFTER_SECONDS      --sim-crash-after-seconds      2.0  for crash_after_ready
+
+``--sim-check-only`` only parses and validates the options, then exits (0 when valid).
+
+Needs only the Python 3.11 standard library and PyYAML.
+"""
+
+import argparse
+import hmac
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import yaml
+
+VERSION = "0.5.23-simulator"
+DEFAULT_CONTEXT_LENGTH = 262144
+DEFAULT_MAX_TOKENS = 16  # OpenAI endpoints
+DEFAULT_MAX_NEW_TOKENS = 128  # native /generate
+DEFAULT_SHARDS = 64
+DEFAULT_ARCHITECTURE = "DeepseekV3ForCausalLM"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+WARMUP_RETRY_SECONDS = 2.0
+WARMUP_CLIENT = f"127.0.0.1:{40000 + os.getpid() % 20000}"  # the warm-up request's client address
+LOAD_STEPS = 8
+SITE = "/usr/local/lib/python3.11/dist-packages"
+
+GPU_TOTAL_GIB = 94.97
+GPU_AVAIL_GB = 93.72
+CHECKPOINT_GB = 594.0
+
+ATTENTION_BACKENDS = ("triton", "torch_native", "flex_attention", "fa3", "fa4", "flashinfer",
+                      "flashmla", "trtllm_mla", "trtllm_mha", "cutedsl_mla")
+CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")
+SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+FAILURE_MODES = ("none", "crash_loading", "hang_loading", "crash_after_ready", "warmup_fail")
+LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+
+# Probes and scrapes are logged only at --log-level debug (they would flood the journal).
+QUIET_PATHS = frozenset({"/health", "/health_generate", "/ready", "/metrics"})
+# Like SGLang's API key middleware: these stay open, everything else needs the key.
+OPEN_PATH_PREFIXES = ("/health", "/ready", "/metrics")
+
+WORDS = ("Kimi", "K2.6", "is", "answering", "from", "the", "SGLang", "simulator,", "one", "token",
+         "at", "a", "time,", "without", "a", "GPU.")
+
+
+# --------------------------------------------------------------------------- logging
+
+class Log:
+    """SGLang-style lines on stderr: thread-safe, one flushed line at a time."""
+
+    def __init__(self, level="info", stream=None):
+        self.threshold = LOG_LEVELS.get(str(level).lower(), LOG_LEVELS["info"])
+        self.stream = stream if stream is not None else sys.stderr
+        self._lock = threading.Lock()
+
+    def enabled(self, level):
+        return LOG_LEVELS[level] >= self.threshold
+
+    def raw(self, text, level="info"):
+        """Write TEXT as it is (tqdm bars, tracebacks, uvicorn lines)."""
+        if not self.enabled(level):
+            return
+        with self._lock:
+            self.stream.write(text if text.endswith("\n") else text + "\n")
+            self.stream.flush()
+
+    def line(self, message, level="info", rank=""):
+        """A ``[YYYY-mm-dd HH:MM:SS PP0 TP0] message`` line."""
+        label = "ERROR: " if level == "error" else ""
+        self.raw(f"[{timestamp()}{rank}] {label}{message}", level)
+
+    def info(self, message, rank=""):
+        self.line(message, "info", rank)
+
+    def warning(self, message, rank=""):
+        self.line(message, "warning", rank)
+
+    def error(self, message, rank=""):
+        self.line(message, "error", rank)
+
+    def uvicorn(self, message, level="info"):
+        """A uvicorn line as SGLang logs it: ``[YYYY-mm-dd HH:MM:SS] INFO:     message``."""
+        self.raw(f"[{timestamp()}] {level.upper() + ':':<10}{message}", level)
+
+
+def timestamp():
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+# --------------------------------------------------------------------------- options
+
+class ConfigError(Exception):
+    """The --config file cannot be used (reported like an argparse error, exit 2)."""
+
+
+def split_config_option(argv):
+    """Return (config path or None, argv without --config FILE)."""
+    path, rest, i = None, [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--config" or arg.startswith("--config="):
+            if path is not None:
+                raise ConfigError("only one --config file may be given")
+            if arg == "--config":
+                if i + 1 >= len(argv):
+                    raise ConfigError("argument --config: expected one argument")
+                path, i = argv[i + 1], i + 2
+            else:
+                path, i = arg.split("=", 1)[1], i + 1
+            continue
+        rest.append(arg)
+        i += 1
+    return path, rest
+
+
+def load_config_file(path):
+    """Read the YAML mapping of options (an empty file is an empty mapping)."""
+    if not path.endswith((".yaml", ".yml")):
+        raise ConfigError(f"config file must be YAML (.yaml or .yml): {path}")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"error parsing YAML config file {path}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must contain a mapping of options, "
+                          f"not {type(data).__name__}")
+    return data
+
+
+def config_to_args(config, parser):
+    """Turn the mapping into command-line arguments, like SGLang's ConfigArgumentMerger.
+
+    store_true options: true -> bare flag, false -> left out; other booleans -> ``--key true|false``;
+    lists -> the flag followed by each item; mappings -> JSON; scalars -> ``--key value``.
+    """
+    store_true = {action.dest for action in parser._actions if isinstance(action, argparse._StoreTrueAction)}
+    args = []
+    for key, value in config.items():
+        if not isinstance(key, str) or not key.strip("-_"):
+            raise ConfigError(f"config file: option names must be strings, got {key!r}")
+        name = key.strip("-").replace("_", "-")
+        flag = "--" + name
+        if name in ("config", "help", "h"):
+            raise ConfigError(f"Unsupported config option '{name}' in the config file")
+        if name.startswith("sim-"):
+            raise ConfigError(f"unrecognized arguments: {flag} (simulator knobs are SGLANG_SIM_* "
+                              "environment variables; SGLang rejects them in its config)")
+        args.extend(option_to_args(flag, value, name.replace("-", "_") in store_true))
+    return args
+
+
+def option_to_args(flag, value, is_store_true):
+    if isinstance(value, bool):
+        if is_store_true:
+            return [flag] if value else []
+        return [flag, str(value).lower()]
+    if isinstance(value, (int, float, str)):
+        return [flag, str(value)]
+    if isinstance(value, list):
+        if not all(isinstance(item, (int, float, str)) and not isinstance(item, bool) for item in value):
+            raise ConfigError(f"config file: {flag[2:]}: list items must be numbers or strings")
+        return [flag, *(str(item) for item in value)] if value else []
+    if isinstance(value, dict):
+        return [flag, json.dumps(value)]
+    raise ConfigError(f"config file: {flag[2:]}: unsupported value {value!r} "
+                      f"({type(value).__name__}); remove the key to get the default")
+
+
+def non_negative_float(text):
+    value = float(text)
+    if value < 0 or value != value:
+        raise ValueError(text)
+    return value
+
+
+def add_server_options(parser):
+    """The SGLang 0.5.23 options the simulator knows, with SGLang's names and defaults."""
+    add = parser.add_argument
+    add("--config", metavar="FILE", help="YAML file of options (command-line flags win)")
+    add("--model-path", "--model", required=True)
+    add("--tokenizer-path")
+    add("--served-model-name")
+    add("--host", default="127.0.0.1")
+    add("--port", type=int, default=30000)
+    add("--api-key")
+    add("--tensor-parallel-size", "--tp-size", dest="tp_size", type=int, default=1)
+    add("--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1)
+    add("--pp-async-batch-depth", type=int, default=0)
+    add("--expert-parallel-size", "--ep-size", "--ep", dest="ep_size", type=int, default=1)
+    add("--data-parallel-size", "--dp-size", dest="dp_size", type=int, default=1)
+    add("--attn-dp-size", type=int, default=1)
+    add("--enable-dp-attention", action="store_true")
+    add("--nnodes", type=int, default=1)
+    add("--node-rank", type=int, default=0)
+    add("--dist-init-addr")
+    add("--attention-backend", choices=ATTENTION_BACKENDS)
+    add("--mem-fraction-static", type=float)
+    add("--trust-remote-code", action="store_true")
+    add("--tool-call-parser")
+    add("--reasoning-parser")
+    add("--disable-cuda-graph", action="store_true")
+    add("--disable-decode-cuda-graph", action="store_true")
+    add("--disable-prefill-cuda-graph", action="store_true")
+    add("--cuda-graph-backend-decode", choices=CUDA_GRAPH_BACKENDS)
+    add("--cuda-graph-backend-prefill", choices=CUDA_GRAPH_BACKENDS)
+    add("--cuda-graph-max-bs-decode", type=int)
+    add("--cuda-graph-max-bs-prefill", type=int)
+    add("--speculative-algorithm", choices=SPECULATIVE_ALGORITHMS)
+    add("--speculative-draft-model-path")
+    add("--speculative-num-steps", type=int)
+    add("--speculative-eagle-topk", type=int)
+    add("--speculative-num-draft-tokens", type=int)
+    add("--context-length", type=int)
+    add("--max-running-requests", type=int)
+    add("--chunked-prefill-size", type=int)
+    add("--kv-cache-dtype", default="auto")
+    add("--quantization")
+    add("--log-level", default="info")
+    add("--enable-metrics", action="store_true")
+    add("--watchdog-timeout", type=float, default=300.0)
+    add("--enable-mis", action="store_true")
+    add("--random-seed", type=int)
+    add("--download-dir")
+
+
+# (flag, environment variable, default, type, help)
+SIM_KNOBS = (
+    ("--sim-load-seconds", "SGLANG_SIM_LOAD_SECONDS", "3.0", non_negative_float, "weight loading time"),
+    ("--sim-graph-seconds", "SGLANG_SIM_GRAPH_SECONDS", "1.0", non_negative_float,
+     "CUDA graph capture time (0 when graphs are disabled)"),
+    ("--sim-warmup-seconds", "SGLANG_SIM_WARMUP_SECONDS", "1.0", non_negative_float, "warm-up time"),
+    ("--sim-tokens-per-second", "SGLANG_SIM_TOKENS_PER_SECOND", "50", non_negative_float,
+     "generation speed per request (0: no delay)"),
+    ("--sim-health-generate-seconds", "SGLANG_SIM_HEALTH_GENERATE_SECONDS", "1.0", non_negative_float,
+     "time /health_generate takes once warm"),
+    ("--sim-failure", "SGLANG_SIM_FAILURE", "none", str, "one of: " + ", ".join(FAILURE_MODES)),
+    ("--sim-crash-after-seconds", "SGLANG_SIM_CRASH_AFTER_SECONDS", "2.0", non_negative_float,
+     "seconds after ready before crash_after_ready crashes"),
+)
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """The simulator-only knobs."""
+    load_seconds: float
+    graph_seconds: float
+    warmup_seconds: float
+    tokens_per_second: float
+    health_generate_seconds: float
+    failure: str
+    crash_after_seconds: float
+    check_args: bool
+
+
+def build_parser(environ):
+    # No abbreviations: the simulator knows fewer flags than SGLang, so a prefix that is unique
+    # here could be ambiguous there. Only exact flag names are accepted.
+    parser = argparse.ArgumentParser(description="GPU-less SGLang simulator (launch_server options).",
+                                     allow_abbrev=False)
+    add_server_options(parser)
+    sim = parser.add_argument_group("simulator knobs (defaults from SGLANG_SIM_* environment variables)")
+    for flag, env, default, kind, help_text in SIM_KNOBS:
+        # A string default goes through TYPE, so a bad environment value is an argparse error.
+        sim.add_argument(flag, type=kind, default=environ.get(env) or default, help=f"{help_text} ({env})")
+    sim.add_argument("--sim-check-only", action="store_true",
+                     help="only parse and validate the options, then exit")
+    return parser
+
+
+def parse_args(argv, environ):
+    """Merge the config file and the flags; return (server args namespace, SimSettings)."""
+    parser = build_parser(environ)
+    try:
+        config_path, cli_args = split_config_option(argv)
+        config_args = config_to_args(load_config_file(config_path), parser) if config_path else []
+    except ConfigError as exc:
+        parser.error(str(exc))
+    args = parser.parse_args(config_args + cli_args)
+    del args.config  # not a ServerArgs field
+    if args.sim_failure not in FAILURE_MODES:
+        parser.error(f"argument --sim-failure: invalid choice: {args.sim_failure!r} "
+                     f"(choose from {', '.join(FAILURE_MODES)})")
+    settings = SimSettings(**{name[4:]: getattr(args, name) for name in list(vars(args))
+                              if name.startswith("sim_")})
+    for name in [name for name in vars(args) if name.startswith("sim_")]:
+        delattr(args, name)
+    args.served_model_name = args.served_model_name or args.model_path
+    args.tokenizer_path = args.tokenizer_path or args.model_path
+    return args, settings
+
+
+def server_args_dict(args):
+    """The server args, API key removed (for /server_info)."""
+    return {key: value for key, value in vars(args).items() if key != "api_key"}
+
+
+def format_server_args(args):
+    """``ServerArgs(...)`` as SGLang logs it, with the API key masked."""
+    shown = dict(vars(args), api_key="***" if args.api_key else None)
+    return "ServerArgs(" + ", ".join(f"{key}={value!r}" for key, value in shown.items()) + ")"
+
+
+# --------------------------------------------------------------------------- start-up plan
+
+class Fatal(Exception):
+    """The process ends with exit code 1 after printing this text (a traceback)."""
+
+
+class ShutdownRequested(BaseException):
+    """Raised in the main thread by the SIGTERM/SIGINT handler."""
+
+    def __init__(self, signame):
+        super().__init__(signame)
+        self.signame = signame
+
+
+def traceback_text(frames, error, header="Traceback (most recent call last):"):
+    """A Python-style traceback from (file under site-packages, line, function, code) frames."""
+    lines = [header]
+    for path, lineno, function, code in frames:
+        lines.append(f'  File "{SITE}/{path}", line {lineno}, in {function}')
+        lines.append(f"    {code}")
+    return "\n".join(lines + [error])
+
+
+def check_server_args(args):
+    """Validate like ServerArgs.__post_init__; raise Fatal or return warning texts."""
+    sizes_ok = min(args.tp_size, args.pp_size, args.nnodes) >= 1
+    checks = (  # (holds, the assert statement, message)
+        (sizes_ok, "assert min(self.tp_size, self.pp_size, self.nnodes) >= 1, (",
+         "tp_size, pp_size and nnodes must be at least 1"),
+        (sizes_ok and 0 <= args.node_rank < args.nnodes, "assert 0 <= self.node_rank < self.nnodes, (",
+         "node_rank must be in [0, nnodes)"),
+        (sizes_ok and (args.tp_size * args.pp_size) % args.nnodes == 0,
+         "assert (self.tp_size * self.pp_size) % self.nnodes == 0, (",
+         "tp_size * pp_size must be divisible by nnodes"),
+    )
+    for holds, statement, message in checks:
+        if not holds:
+            raise Fatal(traceback_text([
+                ("sglang/launch_server.py", 24, "<module>",
+                 "server_args = prepare_server_args(sys.argv[1:])"),
+                ("sglang/srt/server_args.py", 4803, "prepare_server_args",
+                 "return ServerArgs.from_cli_args(raw_args)"),
+                ("sglang/srt/server_args.py", 716, "__post_init__", "self._handle_parallelism()"),
+                ("sglang/srt/server_args.py", 1391, "_handle_parallelism", statement),
+            ], f"AssertionError: {message} (tp_size={args.tp_size}, pp_size={args.pp_size}, "
+               f"nnodes={args.nnodes}, node_rank={args.node_rank})"))
+    notes = []
+    if args.enable_dp_attention:
+        notes.append("--enable-dp-attention is deprecated; use --attn-dp-size instead.")
+    if args.pp_size > 1:
+        notes.append("Pipeline parallelism is incompatible with overlap schedule.")
+        if args.speculative_algorithm:
+            notes.append("Speculative decoding with pipeline parallelism is restricted; "
+                         "set SGLANG_ENABLE_PP_SPEC=1 to force it.")
+    dflash_shape = (args.speculative_num_steps, args.speculative_eagle_topk)
+    if args.speculative_algorithm == "DFLASH" and dflash_shape != (1, 1):
+        notes.append("DFLASH only supports speculative_num_steps=1 and speculative_eagle_topk=1; "
+                     "overriding them.")
+        args.speculative_num_steps = args.speculative_eagle_topk = 1
+    return notes
+
+
+def plan_cuda_graphs(args):
+    """Return (decode graphs on, prefill graphs on, warning texts, info texts) like SGLang's hooks."""
+    decode = prefill = True
+    notes = []
+    automatic = (
+        (args.attention_backend == "torch_native",
+         "Cuda graph is disabled because of using torch native attention backend"),
+        (args.attention_backend == "flex_attention",
+         "Cuda graph is disabled because of using torch Flex Attention backend"),
+        (args.enable_mis, "CUDA graph is disabled because --enable-mis is set."),
+    )
+    for applies, text in automatic:
+        if applies:
+            notes.append(text)
+            decode = prefill = False
+    if args.disable_cuda_graph:
+        notes.append("'--disable-cuda-graph' is deprecated and will be removed in a future release. "
+                     "Use '--cuda-graph-backend-{decode,prefill}=disabled' instead.")
+        decode = prefill = False
+    if args.disable_decode_cuda_graph or args.cuda_graph_backend_decode == "disabled":
+        decode = False
+    if args.disable_prefill_cuda_graph or args.cuda_graph_backend_prefill == "disabled":
+        prefill = False
+    infos = []
+    if prefill and args.pp_size > 1 and args.cuda_graph_backend_prefill is None:
+        infos.append("Disabling breakable prefill CUDA graph by default for pipeline parallelism. "
+                     "Set --cuda-graph-backend-prefill=breakable to opt in.")
+        prefill = False
+    return decode, prefill, notes, infos
+
+
+def local_rank_leads(args):
+    """[(pp_rank, tp_rank)]: the first TP rank of each pipeline rank on this node."""
+    world = args.tp_size * args.pp_size
+    per_node = max(world // args.nnodes, 1)
+    first = args.node_rank * per_node
+    leads = {}
+    for rank in range(first, min(first + per_node, world)):
+        pp_rank, tp_rank = divmod(rank, args.tp_size)
+        leads.setdefault(pp_rank, tp_rank)
+    return sorted(leads.items())
+
+
+def rank_label(args, pp_rank, tp_rank):
+    return (f" PP{pp_rank}" if args.pp_size > 1 else "") + f" TP{tp_rank}"
+
+
+def inspect_model(path):
+    """(number of safetensors shards, architecture) from a local checkpoint, else defaults."""
+    shards, architecture = DEFAULT_SHARDS, DEFAULT_ARCHITECTURE
+    if os.path.isdir(path):
+        count = sum(1 for name in os.listdir(path) if name.endswith(".safetensors"))
+        shards = count or shards
+        try:
+            with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
+                architecture = (json.load(handle).get("architectures") or [architecture])[0]
+        except (OSError, ValueError, AttributeError, IndexError, TypeError):
+            pass
+    return shards, architecture
+
+
+def progress_line(done, total, elapsed):
+    """A tqdm line as SGLang prints it while loading the checkpoint."""
+    def clock(seconds):
+        return "%02d:%02d" % divmod(int(seconds), 60)
+    if done and elapsed > 0:
+        rate = done / elapsed
+        timing = f"{clock(elapsed)}<{clock((total - done) / rate)}, {rate:5.2f}it/s"
+    else:
+        timing = f"{clock(elapsed)}<?, ?it/s"
+    percent = int(100 * done / total)
+    return f"Loading safetensors checkpoint shards: {percent:3d}% Completed | {done}/{total} [{timing}]"
+
+
+def missing_model_error(path):
+    return traceback_text([
+        ("sglang/srt/managers/scheduler.py", 3112, "run_scheduler_process",
+         "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)"),
+        ("sglang/srt/configs/model_config.py", 1057, "from_server_args", "return ModelConfig("),
+        ("sglang/srt/utils/hf_transformers_utils.py", 402, "get_config",
+         "config = AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code, **kwargs)"),
+        ("transformers/configuration_utils.py", 785, "_get_config_dict",
+         "raise EnvironmentError("),
+    ], f"OSError: Can't load the configuration of '{path}'. If you were trying to load it from the Hub, "
+       f"make sure you don't have a local directory with the same name. Otherwise, make sure '{path}' "
+       "is the correct path to a directory containing a config.json file",
+       header="Scheduler hit an exception: Traceback (most recent call last):")
+
+
+def out_of_memory_error():
+    return traceback_text([
+        ("sglang/srt/managers/scheduler.py", 3112, "run_scheduler_process",
+         "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)"),
+        ("sglang/srt/model_executor/model_runner.py", 402, "initialize", "self.load_model()"),
+        ("sglang/srt/model_loader/loader.py", 651, "load_model", "self.load_weights_and_postprocess("),
+        ("sglang/srt/layers/moe/fused_moe_triton/layer.py", 588, "weight_loader",
+         "expert_data.copy_(loaded_weight)"),
+    ], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+       f"of {GPU_TOTAL_GIB:.2f} GiB of which 1.27 GiB is free. Including non-PyTorch memory, this process "
+       "has 93.68 GiB memory in use. Of the allocated memory 91.80 GiB is allocated by PyTorch, and "
+       "1.09 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+       "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
+       header="Scheduler hit an exception: Traceback (most recent call last):")
+
+
+def illegal_memory_access_error():
+    return traceback_text([
+        ("sglang/srt/managers/scheduler.py", 3135, "run_scheduler_process", "scheduler.event_loop_normal()"),
+        ("sglang/srt/managers/scheduler.py", 1021, "event_loop_normal", "result = self.run_batch(batch)"),
+        ("sglang/srt/model_executor/model_runner.py", 2317, "forward", "output = self._forward_raw("),
+    ], "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+       "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+       "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+       "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+       header="Scheduler hit an exception: Traceback (most recent call last):")
+
+
+# --------------------------------------------------------------------------- serving state
+
+class Metrics:
+    """Counters and gauges behind /metrics (thread-safe)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.running = 0
+        self.requests = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+
+    def start(self, prompt_tokens):
+        with self._lock:
+            self.running += 1
+            self.requests += 1
+            self.prompt_tokens += prompt_tokens
+
+    def token(self):
+        with self._lock:
+            self.generation_tokens += 1
+
+    def finish(self):
+        with self._lock:
+            self.running -= 1
+
+    def render(self, model_name, tokens_per_second):
+        escaped = model_name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        label = f'{{model_name="{escaped}"}}'
+        with self._lock:
+            rows = (
+                ("num_running_reqs", "gauge", "The number of running requests.", self.running),
+                ("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", 0),
+                ("token_usage", "gauge", "The token usage.", 0.01 * self.running),
+                ("gen_throughput", "gauge", "The generation throughput (token/s).",
+                 tokens_per_second * self.running),
+                ("num_requests_total", "counter", "Number of requests processed.", self.requests),
+                ("prompt_tokens_total", "counter", "Number of prefill tokens processed.", self.prompt_tokens),
+                ("generation_tokens_total", "counter", "Number of generation tokens processed.",
+                 self.generation_tokens),
+            )
+        out = []
+        for name, kind, help_text, value in rows:
+            out += [f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}",
+                    f"sglang:{name}{label} {float(value)}"]
+        return "\n".join(out) + "\n"
+
+
+class ServerState:
+    """What the HTTP handlers need to know about the server."""
+
+    def __init__(self, args, settings, log):
+        self.args = args
+        self.settings = settings
+        self.log = log
+        self.status = "Starting"  # -> "Up" after warm-up
+        self.metrics = Metrics()
+        self.created = int(time.time())
+
+    @property
+    def warm(self):
+        return self.status == "Up"
+
+
+class HttpError(Exception):
+    """Answer STATUS with an SGLang/OpenAI error body."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def count_words(value):
+    """Approximate prompt tokens: words of strings, ids of token lists, texts of messages and parts."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, list):
+        if value and all(isinstance(item, int) for item in value):
+            return len(value)
+        return sum(count_words(item) for item in value)
+    if isinstance(value, dict):
+        return count_words(value.get("content")) + count_words(value.get("text"))
+    return 0
+
+
+def token_text(index):
+    word = WORDS[index % len(WORDS)]
+    return word if index == 0 else " " + word
+
+
+def usage(prompt_tokens, completion_tokens):
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+class Api:
+    """Routes and endpoints; HANDLER arguments are Handler instances (the transport)."""
+
+    def __init__(self, state):
+        self.state = state
+        self.args = state.args
+        self.log = state.log
+        self.dummy = self.args.node_rank >= 1
+        self.routes = {
+            "/v1/models": ("GET", self.models),
+            "/model_info": ("GET", self.model_info),
+            "/get_model_info": ("GET", self.model_info),
+            "/server_info": ("GET", self.server_info),
+            "/get_server_info": ("GET", self.server_info),
+            "/health": ("GET", self.health),
+            "/health_generate": ("GET", self.health_generate),
+            "/ready": ("GET", self.ready),
+            "/v1/completions": ("POST", self.completions),
+            "/v1/chat/completions": ("POST", self.chat_completions),
+            "/generate": ("POST", self.generate),
+        }
+        if self.args.enable_metrics:
+            self.routes["/metrics"] = ("GET", self.metrics)
+
+    # ---- dispatch
+
+    def handle(self, handler, method):
+        path = urlsplit(handler.path).path
+        try:
+            body = handler.read_body()
+            if self.dummy:
+                return self.dummy_health(handler, method, path)
+            if not self.authorized(handler, path):
+                return handler.send_json(401, {"error": "Unauthorized"})
+            route = self.routes.get(path)
+            if route is None:
+                return handler.send_json(404, {"detail": "Not Found"})
+            if route[0] != method:
+                return handler.send_json(405, {"detail": "Method Not Allowed"})
+            route[1](handler, body)
+        except HttpError as exc:
+            handler.send_json(exc.status, {"object": "error", "message": exc.message,
+                                           "type": "BadRequestError", "param": None, "code": exc.status})
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True
+            self.log.line(f"client {handler.client_address[0]} went away during {path}", "debug")
+        except Exception as exc:  # a simulator bug: say so in one line, answer 500, keep serving
+            handler.close_connection = True
+            self.log.error(f"simulator error while serving {method} {path}: {exc!r}")
+            try:
+                handler.send_json(500, {"detail": "Internal Server Error"})
+            except OSError:
+                pass
+
+    def dummy_health(self, handler, method, path):
+        """Nodes with --node-rank >= 1 answer only /health."""
+        if method == "GET" and path == "/health":
+            return handler.send_empty(200)
+        return handler.send_json(404, {"detail": "Not Found"})
+
+    def authorized(self, handler, path):
+        key = self.args.api_key
+        if not key or path.startswith(OPEN_PATH_PREFIXES):
+            return True
+        given = handler.headers.get("Authorization", "")
+        return hmac.compare_digest(given.encode("utf-8"), f"Bearer {key}".encode("utf-8"))
+
+    # ---- information
+
+    def models(self, handler, body):
+        handler.send_json(200, {"object": "list", "data": [{
+            "id": self.args.served_model_name,
+            "object": "model",
+            "created": self.state.created,
+            "owned_by": "sglang",
+            "root": self.args.model_path,
+            "max_model_len": self.context_length(),
+        }]})
+
+    def model_info(self, handler, body):
+        handler.send_json(200, {
+            "model_path": self.args.model_path,
+            "tokenizer_path": self.args.tokenizer_path,
+            "is_generation": True,
+            "served_model_name": self.args.served_model_name,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+        })
+
+    def server_info(self, handler, body):
+        info = server_args_dict(self.args)
+        info.update(version=VERSION, simulator=True, internal_states=[{
+            "status": self.state.status,
+            "last_gen_throughput": self.state.settings.tokens_per_second,
+            "memory_usage": {"weight": round(weight_gb(self.args), 2), "graph": 0.85},
+        }])
+        handler.send_json(200, info)
+
+    def metrics(self, handler, body):
+        text = self.state.metrics.render(self.args.served_model_name, self.state.settings.tokens_per_second)
+        handler.send_bytes(200, text.encode("utf-8"), "text/plain; version=0.0.4; charset=utf-8")
+
+    # ---- health
+
+    def health(self, handler, body):
+        handler.send_empty(200 if self.state.warm else 503)
+
+    def health_generate(self, handler, body):
+        if not self.state.warm:
+            return handler.send_empty(503)
+        time.sleep(self.state.settings.health_generate_seconds)
+        handler.send_empty(200)
+
+    def ready(self, handler, body):
+        handler.send_empty(200 if self.state.warm else 503)
+
+    # ---- generation
+
+    def context_length(self):
+        return self.args.context_length or DEFAULT_CONTEXT_LENGTH
+
+    def completions(self, handler, body):
+        request = json_object(body)
+        if "prompt" not in request:
+            raise HttpError(400, "prompt is required")
+        self.openai_generation(handler, request, count_words(request["prompt"]), chat=False)
+
+    def chat_completions(self, handler, body):
+        request = json_object(body)
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise HttpError(400, "messages must be a non-empty list")
+        self.openai_generation(handler, request, count_words(messages), chat=True)
+
+    def openai_generation(self, handler, request, prompt_tokens, chat):
+        prompt_tokens = max(prompt_tokens, 1)
+        keys = ("max_completion_tokens", "max_tokens") if chat else ("max_tokens",)
+        max_tokens = self.max_tokens(request, keys, DEFAULT_MAX_TOKENS, prompt_tokens)
+        reply = OpenAIReply(request, chat, self.args.served_model_name)
+        with Generation(self.state, prompt_tokens) as generation:
+            if not request.get("stream"):
+                text = "".join(generation.tokens(max_tokens))
+                return handler.send_json(200, reply.full(text, usage(prompt_tokens, max_tokens)))
+            handler.start_stream()
+            for index, token in enumerate(generation.tokens(max_tokens)):
+                handler.send_event(json.dumps(reply.chunk(index, token, last=index == max_tokens - 1)))
+            if (request.get("stream_options") or {}).get("include_usage"):
+                handler.send_event(json.dumps(reply.usage_chunk(usage(prompt_tokens, max_tokens))))
+            handler.send_event("[DONE]")
+            handler.end_stream()
+
+    def generate(self, handler, body):
+        """SGLang's native API: {"text": ..., "sampling_params": {"max_new_tokens": N}, "stream": bool}."""
+        request = json_object(body)
+        prompt = request.get("text", request.get("input_ids"))
+        if prompt is None or (isinstance(prompt, list) and prompt and not isinstance(prompt[0], int)):
+            raise HttpError(400, "give one prompt as text or input_ids (batches are not simulated)")
+        prompt_tokens = max(count_words(prompt), 1)
+        params = request.get("sampling_params") or {}
+        if not isinstance(params, dict):
+            raise HttpError(400, "sampling_params must be an object")
+        max_new = self.max_tokens(params, ("max_new_tokens",), DEFAULT_MAX_NEW_TOKENS, prompt_tokens)
+        rid = uuid.uuid4().hex
+        started = time.monotonic()
+
+        def payload(text, count):
+            return {"text": text, "output_ids": list(range(count)), "meta_info": {
+                "id": rid,
+                "finish_reason": {"type": "length", "length": max_new} if count == max_new else None,
+                "prompt_tokens": prompt_tokens, "completion_tokens": count, "cached_tokens": 0,
+                "e2e_latency": round(time.monotonic() - started, 4)}}
+
+        with Generation(self.state, prompt_tokens) as generation:
+            if not request.get("stream"):
+                return handler.send_json(200, payload("".join(generation.tokens(max_new)), max_new))
+            handler.start_stream()
+            text = ""
+            for index, token in enumerate(generation.tokens(max_new)):
+                text += token
+                handler.send_event(json.dumps(payload(text, index + 1)))
+            handler.send_event("[DONE]")
+            handler.end_stream()
+
+    def max_tokens(self, request, keys, default, prompt_tokens):
+        value, key = default, keys[-1]
+        for key in keys:
+            if request.get(key) is not None:
+                value = request[key]
+                break
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise HttpError(400, f"{key} must be a non-negative integer")
+        if prompt_tokens + value > self.context_length():
+            raise HttpError(400, f"Requested token count exceeds the model's maximum context length of "
+                                 f"{self.context_length()} tokens. You requested a total of "
+                                 f"{prompt_tokens + value} tokens: {prompt_tokens} tokens from the input "
+                                 f"and {value} tokens for the completion.")
+        return value
+
+
+def json_object(body):
+    try:
+        request = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise HttpError(400, f"invalid JSON body: {exc}") from exc
+    if not isinstance(request, dict):
+        raise HttpError(400, "the JSON body must be an object")
+    return request
+
+
+class OpenAIReply:
+    """Response and stream-chunk shapes for /v1/completions and /v1/chat/completions."""
+
+    def __init__(self, request, chat, served_model_name):
+        self.chat = chat
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.model = request.get("model") or served_model_name
+
+    def _envelope(self, kind, choices, usage_value):
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model,
+                "choices": choices, "usage": usage_value}
+
+    def full(self, text, usage_value):
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text, "reasoning_content": None,
+                                              "tool_calls": None}}
+        else:
+            choice = {"index": 0, "text": text}
+        choice.update(logprobs=None, finish_reason="length", matched_stop=None)
+        return self._envelope("chat.completion" if self.chat else "text_completion", [choice], usage_value)
+
+    def chunk(self, index, token, last):
+        if self.chat:
+            delta = {"role": "assistant", "content": token} if index == 0 else {"content": token}
+            choice = {"index": 0, "delta": delta}
+        else:
+            choice = {"index": 0, "text": token}
+        choice.update(logprobs=None, finish_reason="length" if last else None, matched_stop=None)
+        return self._envelope(self.kind_chunk, [choice], None)
+
+    def usage_chunk(self, usage_value):
+        return self._envelope(self.kind_chunk, [], usage_value)
+
+    @property
+    def kind_chunk(self):
+        return "chat.completion.chunk" if self.chat else "text_completion"
+
+
+class Generation:
+    """One simulated request: metrics, a prefill log line, tokens at the configured speed."""
+
+    def __init__(self, state, prompt_tokens):
+        self.state = state
+        self.prompt_tokens = prompt_tokens
+
+    def __enter__(self):
+        metrics = self.state.metrics
+        metrics.start(self.prompt_tokens)
+        self.state.log.info(f"Prefill batch, #new-seq: 1, #new-token: {self.prompt_tokens}, "
+                            f"#cached-token: 0, token usage: 0.00, #running-req: {metrics.running - 1}, "
+                            "#queue-req: 0",
+                            rank=rank_label(self.state.args, 0, 0))
+        return self
+
+    def __exit__(self, *exc_info):
+        self.state.metrics.finish()
+        return False
+
+    def tokens(self, count):
+        speed = self.state.settings.tokens_per_second
+        for index in range(count):
+            if speed > 0:
+                time.sleep(1.0 / speed)
+            self.state.metrics.token()
+            yield token_text(index)
+
+
+# --------------------------------------------------------------------------- HTTP transport
+
+class Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 transport with keep-alive; the logic lives in Api."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+
+    def do_GET(self):
+        self.server.api.handle(self, "GET")
+
+    def do_POST(self):
+        self.server.api.handle(self, "POST")
+
+    def do_PUT(self):
+        self.server.api.handle(self, "PUT")
+
+    def do_DELETE(self):
+        self.server.api.handle(self, "DELETE")
+
+    def read_body(self):
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY_BYTES:
+            self.close_connection = True
+            raise HttpError(400, "invalid Content-Length")
+        return self.rfile.read(length) if length else b""
+
+    def send_bytes(self, status, data, content_type):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_json(self, status, payload):
+        self.send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json")
+
+    def send_empty(self, status):
+        self.send_bytes(status, b"", "text/plain; charset=utf-8")
+
+    def start_stream(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def send_event(self, data):
+        payload = f"data: {data}\n\n".encode("utf-8")
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(payload), payload))
+
+    def end_stream(self):
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_request(self, code="-", size="-"):
+        """uvicorn's access line; health probes and scrapes only at debug level."""
+        path = urlsplit(self.path).path
+        level = "debug" if path in QUIET_PATHS else "info"
+        phrase = self.responses.get(code, ("",))[0] if isinstance(code, int) else ""
+        client = "%s:%s" % self.client_address[:2]
+        self.server.api.log.uvicorn(f'{client} - "{self.requestline}" {code} {phrase}'.rstrip(), level)
+
+    def log_message(self, format, *args):  # noqa: A002 - BaseHTTPRequestHandler's signature
+        self.server.api.log.uvicorn(format % args, "debug")
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 2048  # uvicorn's backlog; the default 5 resets benchmark connections
+
+    def __init__(self, address, api):
+        self.api = api
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, Handler)
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+def sleep_forever():
+    while True:
+        time.sleep(3600)
+
+
+def weight_gb(args):
+    return min(CHECKPOINT_GB / (args.tp_size * args.pp_size), GPU_AVAIL_GB * 0.8)
+
+
+class Simulator:
+    """The start-up sequence and the life of the process, run in the main thread."""
+
+    def __init__(self, args, settings, log):
+        self.args = args
+        self.settings = settings
+        self.log = log
+        self.state = ServerState(args, settings, log)
+        self.leads = []
+        self.architecture = DEFAULT_ARCHITECTURE
+        self.avail_gb = GPU_AVAIL_GB
+        self.kv_tokens = 0
+        self.server = None
+        self.server_thread = None
+
+    def labels(self):
+        return [rank_label(self.args, pp_rank, tp_rank) for pp_rank, tp_rank in self.leads]
+
+    def scheduler_crash(self, traceback):
+        """The Fatal that ends the process when a scheduler process dies with TRACEBACK."""
+        return Fatal(f"[{timestamp()}{self.labels()[0]}] {traceback}\n[{timestamp()}] Received sigquit "
+                     "from a child process. It usually means the child failed.")
+
+    def run(self):
+        """Start up and serve; returns only by exception (Fatal, ShutdownRequested)."""
+        self.log.info(f"server_args={format_server_args(self.args)}")
+        for note in check_server_args(self.args):
+            self.log.warning(note)
+        decode, prefill, notes, infos = plan_cuda_graphs(self.args)
+        for note in notes:
+            self.log.warning(note)
+        for info in infos:
+            self.log.info(info)
+        self.leads = local_rank_leads(self.args)
+        self.check_model_path()
+        self.load_weights()
+        self.allocate_memory_pool()
+        if decode or prefill:
+            self.capture_cuda_graphs(decode, prefill)
+        self.start_http_server()
+        if self.args.node_rank == 0:
+            self.warm_up()
+        self.serve()
+
+    def check_model_path(self):
+        path = self.args.model_path
+        if os.path.isabs(path) and not os.path.exists(path):
+            time.sleep(min(0.5, self.settings.load_seconds))
+            raise self.scheduler_crash(missing_model_error(path))
+
+    def load_weights(self):
+        shards, self.architecture = inspect_model(self.args.model_path)
+        for label in self.labels():
+            self.log.info(f"Load weight begin. avail mem={GPU_AVAIL_GB:.2f} GB", rank=label)
+        stop_step = {"crash_loading": 3, "hang_loading": 4}.get(self.settings.failure)
+        started = time.monotonic()
+        self.log.raw(progress_line(0, shards, 0))
+        for step in range(1, LOAD_STEPS + 1):
+            time.sleep(self.settings.load_seconds / LOAD_STEPS)
+            if step == stop_step and self.settings.failure == "crash_loading":
+                raise self.scheduler_crash(out_of_memory_error())
+            if step == stop_step:
+                sleep_forever()  # hang_loading: no more progress, port stays closed
+            self.log.raw(progress_line(shards * step // LOAD_STEPS, shards, time.monotonic() - started))
+        weights = weight_gb(self.args)
+        self.avail_gb -= weights
+        elapsed = time.monotonic() - started
+        for label in self.labels():
+            self.log.info(f"Load weight end. elapsed={elapsed:.2f} s, type={self.architecture}, "
+                          f"dtype=torch.bfloat16, avail mem={self.avail_gb:.2f} GB, mem usage={weights:.2f} GB.",
+                          rank=label)
+
+    def allocate_memory_pool(self):
+        weights = weight_gb(self.args)
+        fraction = self.args.mem_fraction_static or 0.85
+        kv_gb = max(GPU_AVAIL_GB * fraction - weights, 1.0)
+        self.kv_tokens = int(kv_gb * 1024 ** 3 / (70272 * 2 / max(self.args.tp_size, 1)))
+        self.avail_gb -= kv_gb
+        for label in self.labels():
+            self.log.info(f"KV Cache is allocated. #tokens: {self.kv_tokens}, KV size: {kv_gb:.2f} GB",
+                          rank=label)
+            self.log.info(f"Memory pool end. avail mem={self.avail_gb:.2f} GB", rank=label)
+
+    def capture_cuda_graphs(self, decode, prefill):
+        phases = [name for name, on in (("decode", decode), ("prefill", prefill)) if on]
+        for label in self.labels():
+            self.log.info("Capture cuda graph begin. This can take up to several minutes. "
+                          f"avail mem={self.avail_gb:.2f} GB", rank=label)
+        started = time.monotonic()
+        max_bs = self.args.cuda_graph_max_bs_decode or 256
+        batch_sizes = sorted({max_bs, max(max_bs // 2, 1), max(max_bs // 4, 1), 8, 4, 2, 1}, reverse=True)
+        total = len(batch_sizes)
+        for done, bs in enumerate(batch_sizes, start=1):
+            time.sleep(self.settings.graph_seconds / total)
+            self.log.raw(f"Capturing batches (bs={bs} avail_mem={self.avail_gb - 0.1 * done:.2f} GB) "
+                         f"[{'+'.join(phases)}]: {100 * done // total:3d}%| {done}/{total}")
+        elapsed = time.monotonic() - started
+        self.avail_gb -= 0.85
+        for label in self.labels():
+            self.log.info(f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage=0.85 GB. "
+                          f"avail mem={self.avail_gb:.2f} GB.", rank=label)
+
+    def start_http_server(self):
+        host, port = self.args.host, self.args.port
+        if self.args.node_rank == 0:
+            args = self.args
+            self.log.info(f"max_total_num_tokens={self.kv_tokens}, "
+                          f"chunked_prefill_size={args.chunked_prefill_size or 8192}, max_prefill_tokens=16384, "
+                          f"max_running_requests={args.max_running_requests or 256}, "
+                          f"context_len={args.context_length or DEFAULT_CONTEXT_LENGTH}", rank=self.labels()[0])
+        else:
+            self.log.info(f"Node rank {self.args.node_rank}: starting the dummy health check server "
+                          f"at {host}:{port} (rank 0 serves the API)")
+        try:
+            self.server = SimHTTPServer((host, port), Api(self.state))
+        except OSError as exc:
+            raise Fatal(f"[{timestamp()}] ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
+                        f"({host!r}, {port}): {(exc.strerror or str(exc)).lower()}") from exc
+        self.server_thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
+                                              name="http-server", daemon=True)
+        self.server_thread.start()
+        shown_host = f"[{host}]" if ":" in host else host
+        self.log.uvicorn(f"Started server process [{os.getpid()}]")
+        self.log.uvicorn("Waiting for application startup.")
+        self.log.uvicorn("Application startup complete.")
+        self.log.uvicorn(f"Uvicorn running on http://{shown_host}:{port} (Press CTRL+C to quit)")
+
+    def warm_up(self):
+        time.sleep(self.settings.warmup_seconds)
+        if self.settings.failure == "warmup_fail":
+            self.fail_warm_up_forever()
+        self.log.uvicorn(f'{WARMUP_CLIENT} - "GET /model_info HTTP/1.1" 200 OK')
+        self.log.info("Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
+                      "#running-req: 0, #queue-req: 0", rank=self.labels()[0])
+        self.log.uvicorn(f'{WARMUP_CLIENT} - "POST /generate HTTP/1.1" 200 OK')
+        self.state.status = "Up"
+        self.log.info("The server is fired up and ready to roll!")
+
+    def fail_warm_up_forever(self):
+        attempt = 0
+        while True:
+            attempt += 1
+            self.log.error(f"Warmup request failed (attempt {attempt}): 500 Internal Server Error: "
+                           "RuntimeError: CUDA error: unspecified launch failure")
+            time.sleep(WARMUP_RETRY_SECONDS)
+
+    def serve(self):
+        if self.settings.failure != "crash_after_ready":
+            sleep_forever()
+        time.sleep(self.settings.crash_after_seconds)
+        raise self.scheduler_crash(illegal_memory_access_error())
+
+    def shutdown(self, signame):
+        self.log.info(f"Received {signame}, shutting down.")
+        if self.server_thread is None:
+            return
+        self.log.uvicorn("Shutting down")
+        self.server.shutdown()  # serve_forever polls every 0.1 s
+        self.server.server_close()
+        self.log.uvicorn("Waiting for application shutdown.")
+        self.log.uvicorn("Application shutdown complete.")
+        self.log.uvicorn(f"Finished server process [{os.getpid()}]")
+
+
+# --------------------------------------------------------------------------- main
+
+def ignore_stop_signals():
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def install_signal_handlers():
+    """SIGTERM/SIGINT raise ShutdownRequested in the main thread (once)."""
+    def handler(signum, frame):
+        ignore_stop_signals()
+        raise ShutdownRequested(signal.Signals(signum).name)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handler)
+
+
+def main(argv=None, environ=None):
+    install_signal_handlers()
+    argv = sys.argv[1:] if argv is None else argv
+    environ = os.environ if environ is None else environ
+    args, settings = parse_args(argv, environ)
+    log = Log(args.log_level)
+    if settings.check_args:
+        try:
+            check_server_args(args)
+        except Fatal as fatal:
+            log.raw(str(fatal), "error")
+            return 1
+        print(f"OK: the options parse ({format_server_args(args)})")
+        return 0
+    simulator = Simulator(args, settings, log)
+    try:
+        simulator.run()
+    except ShutdownRequested as stop:
+        simulator.shutdown(stop.signame)
+        return 0
+    except Fatal as fatal:
+        ignore_stop_signals()
+        log.raw(str(fatal), "error")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except ShutdownRequested:  # a signal before the simulator took over (e.g. while parsing)
+        sys.exit(0)

@@ -1,0 +1,353 @@
+"""The SGLang simulator, for real: started as a process on a free loopback port, checked over HTTP."""
+import http.client
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+SIMULATOR = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files" / "sglang_simulator.py"
+FAST = {
+    "SGLANG_SIM_LOAD_SECONDS": "0.3",
+    "SGLANG_SIM_GRAPH_SECONDS": "0.1",
+    "SGLANG_SIM_WARMUP_SECONDS": "0.3",
+    "SGLANG_SIM_HEALTH_GENERATE_SECONDS": "0.05",
+    "SGLANG_SIM_TOKENS_PER_SECOND": "500",
+    "SGLANG_SIM_CRASH_AFTER_SECONDS": "0.5",
+}
+READY_LINE = "The server is fired up and ready to roll!"
+API_KEY = "k26-test-secret-5f1c"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port):
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(predicate, timeout=10.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+class Sim:
+    """One simulator process; its stderr goes to a file so that it never blocks."""
+
+    def __init__(self, proc, port, stderr_path):
+        self.proc = proc
+        self.port = port
+        self.stderr_path = stderr_path
+
+    @property
+    def stderr(self):
+        return self.stderr_path.read_text()
+
+    def wait_for(self, text, timeout=10.0):
+        assert wait_until(lambda: text in self.stderr, timeout), f"{text!r} not logged:\n{self.stderr}"
+
+    def wait_port(self, timeout=10.0):
+        assert wait_until(lambda: port_open(self.port), timeout), f"port never opened:\n{self.stderr}"
+
+    def wait_exit(self, timeout=10.0):
+        return self.proc.wait(timeout)
+
+    def request(self, method, path, body=None, key=None, timeout=10.0):
+        """Return (status, headers, body bytes)."""
+        headers = {"Content-Type": "application/json"}
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, dict(response.getheaders()), response.read()
+        finally:
+            conn.close()
+
+    def get(self, path, **kwargs):
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path, body, **kwargs):
+        return self.request("POST", path, body=body, **kwargs)
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    path = tmp_path / "Kimi-K2.6"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"architectures": ["KimiK2ForCausalLM"]}))
+    return path
+
+
+@pytest.fixture
+def start_sim(tmp_path, model_dir):
+    """start_sim(*flags, config=None, env=None, model=True) -> Sim; every process is killed afterwards."""
+    procs = []
+
+    def start(*flags, config=None, env=None, model=True):
+        port = free_port()
+        argv = [sys.executable, str(SIMULATOR)]
+        if config is not None:
+            config_path = tmp_path / f"sglang-{len(procs)}.yaml"
+            config_path.write_text(yaml.safe_dump(config) if isinstance(config, dict) else config)
+            argv += ["--config", str(config_path)]
+        if model:
+            argv += ["--model-path", str(model_dir)]
+        if "--port" not in flags:
+            argv += ["--port", str(port)]
+        else:
+            port = int(flags[flags.index("--port") + 1])
+        argv += list(flags)
+        stderr_path = tmp_path / f"stderr-{len(procs)}.log"
+        full_env = {"PATH": "/usr/bin:/bin", **FAST, **(env or {})}
+        with open(stderr_path, "w") as stderr:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, env=full_env)
+        procs.append(proc)
+        return Sim(proc, port, stderr_path)
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def sse_events(body):
+    return [part[len("data: "):] for part in body.decode().split("\n\n") if part.startswith("data: ")]
+
+
+# ---------------------------------------------------------------- options
+
+
+def test_config_file_merges_and_cli_wins(start_sim):
+    port = free_port()
+    sim = start_sim("--port", str(port), "--tp-size", "2", config={
+        "served-model-name": "kimi-k2.6", "port": free_port(), "tp_size": 8, "trust_remote_code": True,
+        "disable-cuda-graph": False, "enable-metrics": True,
+    })
+    sim.wait_port()
+    status, _, body = sim.get("/v1/models")
+    assert status == 200
+    assert json.loads(body)["data"][0]["id"] == "kimi-k2.6"
+    info = json.loads(sim.get("/server_info")[2])
+    assert info["port"] == port and info["tp_size"] == 2
+    assert info["trust_remote_code"] is True and info["disable_cuda_graph"] is False
+    assert info["simulator"] is True and info["version"].endswith("-simulator")
+
+
+@pytest.mark.parametrize("flags, config, message", [
+    (["--cuda-graph-max-bs", "64"], None, "unrecognized arguments: --cuda-graph-max-bs 64"),
+    ([], {"cuda-graph-max-bs": 64}, "unrecognized arguments: --cuda-graph-max-bs 64"),
+    ([], "- just\n- a list\n", "must contain a mapping"),
+    ([], {"served-model-name": None}, "unsupported value"),
+    (["--attention-backend", "cutlass_mla"], None, "invalid choice"),
+])
+def test_bad_options_fail_like_argparse(start_sim, flags, config, message):
+    sim = start_sim(*flags, config=config)
+    assert sim.wait_exit() == 2
+    assert "usage:" in sim.stderr and message in sim.stderr
+
+
+def test_check_args_only_parses(start_sim):
+    sim = start_sim("--sim-check-only", "--tp-size", "8", config={"served-model-name": "k26"})
+    assert sim.wait_exit() == 0
+    assert "served_model_name='k26'" in sim.proc.stdout.read().decode()
+    assert not port_open(sim.port)
+
+
+def test_unsupported_layout_fails_with_assertion(start_sim):
+    sim = start_sim("--tp-size", "3", "--nnodes", "2")
+    assert sim.wait_exit() == 1
+    assert "AssertionError" in sim.stderr
+
+
+def test_missing_absolute_model_path_exits_1(start_sim, tmp_path):
+    sim = start_sim("--model-path", str(tmp_path / "absent"), model=False)
+    assert sim.wait_exit() == 1
+    assert "Can't load the configuration of" in sim.stderr
+
+
+# ---------------------------------------------------------------- start-up
+
+
+def test_port_closed_while_loading_then_models_answer(start_sim):
+    sim = start_sim(env={"SGLANG_SIM_LOAD_SECONDS": "1.0"})
+    sim.wait_for("Load weight begin")
+    assert not port_open(sim.port)
+    sim.wait_port()
+    sim.wait_for("Uvicorn running on")  # logged just after the bind
+    stderr = sim.stderr
+    assert "Load weight end" in stderr and "Capture cuda graph end" in stderr
+    assert stderr.index("Capture cuda graph end") < stderr.index("Uvicorn running on")
+    assert json.loads(sim.get("/v1/models")[2])["data"][0]["id"].endswith("Kimi-K2.6")
+
+
+def test_health_is_503_until_warm_then_200(start_sim):
+    sim = start_sim(env={"SGLANG_SIM_WARMUP_SECONDS": "1.0"})
+    sim.wait_port()
+    assert sim.get("/v1/models")[0] == 200
+    for path in ("/health", "/health_generate", "/ready"):
+        assert sim.get(path)[0] == 503, path
+    assert sim.post("/v1/completions", {"prompt": "early", "max_tokens": 2})[0] == 200  # as in SGLang
+    assert READY_LINE not in sim.stderr
+    sim.wait_for(READY_LINE)
+    for path in ("/health", "/health_generate", "/ready"):
+        assert sim.get(path)[0] == 200, path
+    assert '"GET /health' not in sim.stderr  # probes are not logged at info level
+    assert '"GET /v1/models HTTP/1.1" 200 OK' in sim.stderr
+
+
+def test_debug_log_level_logs_probes(start_sim):
+    sim = start_sim("--log-level", "debug")
+    sim.wait_for(READY_LINE)
+    assert sim.get("/health")[0] == 200
+    sim.wait_for('"GET /health HTTP/1.1" 200 OK')
+
+
+def test_disabled_graphs_warn_and_skip_capture(start_sim):
+    sim = start_sim("--attention-backend", "torch_native")
+    sim.wait_for(READY_LINE)
+    assert "Cuda graph is disabled because of using torch native attention backend" in sim.stderr
+    assert "Capture cuda graph begin" not in sim.stderr
+
+
+def test_sigterm_exits_0_quickly(start_sim):
+    sim = start_sim()
+    sim.wait_for(READY_LINE)
+    started = time.monotonic()
+    sim.proc.send_signal(signal.SIGTERM)
+    assert sim.wait_exit() == 0
+    assert time.monotonic() - started < 1.0
+
+
+# ---------------------------------------------------------------- API
+
+
+def test_api_key_guards_the_api_only(start_sim):
+    sim = start_sim(config={"api-key": API_KEY})
+    sim.wait_for(READY_LINE)
+    assert sim.get("/v1/models")[0] == 401
+    status, _, body = sim.get("/v1/models", key="wrong")
+    assert status == 401 and json.loads(body) == {"error": "Unauthorized"}
+    assert sim.get("/v1/models", key=API_KEY)[0] == 200
+    assert sim.get("/server_info")[0] == 401
+    info = json.loads(sim.get("/server_info", key=API_KEY)[2])
+    assert "api_key" not in info
+    assert sim.get("/health")[0] == 200 and sim.get("/ready")[0] == 200
+    assert API_KEY not in sim.stderr and "api_key='***'" in sim.stderr
+
+
+def test_streaming_chat_completion(start_sim):
+    sim = start_sim()
+    sim.wait_port()
+    status, headers, body = sim.post("/v1/chat/completions", {
+        "model": "k26", "messages": [{"role": "user", "content": "Say hello to the cluster"}],
+        "max_tokens": 5, "stream": True, "stream_options": {"include_usage": True},
+    })
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    events = sse_events(body)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    tokens, usage_chunk = chunks[:-1], chunks[-1]
+    assert len(tokens) == 5
+    assert all(chunk["object"] == "chat.completion.chunk" and chunk["choices"][0]["delta"]["content"]
+               for chunk in tokens)
+    assert tokens[-1]["choices"][0]["finish_reason"] == "length"
+    assert usage_chunk["choices"] == []
+    assert usage_chunk["usage"] == {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+
+
+def test_non_streaming_usage_and_errors(start_sim):
+    sim = start_sim("--enable-metrics")
+    sim.wait_port()
+    status, _, body = sim.post("/v1/completions", {"prompt": "one two three four", "max_tokens": 7})
+    reply = json.loads(body)
+    assert status == 200 and reply["object"] == "text_completion"
+    assert len(reply["choices"][0]["text"].split()) == 7
+    assert reply["usage"] == {"prompt_tokens": 4, "completion_tokens": 7, "total_tokens": 11}
+    reply = json.loads(sim.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})[2])
+    assert reply["choices"][0]["message"]["role"] == "assistant"
+    assert reply["usage"]["completion_tokens"] == 16
+    assert sim.post("/v1/completions", b'{"prompt": ')[0] == 400
+    assert sim.get("/no/such/path")[0] == 404
+    metrics = sim.get("/metrics")[2].decode()
+    assert "sglang:generation_tokens_total" in metrics and "sglang:num_running_reqs" in metrics
+
+
+def test_many_concurrent_requests(start_sim):
+    sim = start_sim(env={"SGLANG_SIM_TOKENS_PER_SECOND": "50"})
+    sim.wait_port()
+    with ThreadPoolExecutor(max_workers=100) as pool:
+        replies = list(pool.map(lambda _: sim.post("/v1/completions", {"prompt": "x", "max_tokens": 10}),
+                                range(100)))
+    assert [status for status, _, _ in replies] == [200] * 100
+
+
+def test_node_rank_1_serves_only_health(start_sim):
+    sim = start_sim("--nnodes", "2", "--node-rank", "1", "--pp-size", "2",
+                    "--dist-init-addr", "127.0.0.1:5000")
+    sim.wait_port()
+    assert sim.get("/health")[0] == 200
+    assert sim.get("/v1/models")[0] == 404
+    assert "PP1 TP0] Load weight begin" in sim.stderr and "PP0 TP0" not in sim.stderr
+    assert READY_LINE not in sim.stderr
+
+
+# ---------------------------------------------------------------- failure modes
+
+
+def test_crash_loading_exits_1_without_opening_the_port(start_sim):
+    sim = start_sim(env={"SGLANG_SIM_FAILURE": "crash_loading"})
+    seen_open = False
+    while sim.proc.poll() is None:
+        seen_open = seen_open or port_open(sim.port)
+        time.sleep(0.02)
+    assert sim.proc.returncode == 1 and not seen_open
+    assert "torch.OutOfMemoryError: CUDA out of memory" in sim.stderr
+
+
+def test_hang_loading_keeps_port_closed_and_obeys_sigterm(start_sim):
+    sim = start_sim("--sim-failure", "hang_loading")
+    sim.wait_for("Completed")
+    time.sleep(0.6)
+    assert sim.proc.poll() is None and not port_open(sim.port)
+    sim.proc.send_signal(signal.SIGTERM)
+    assert sim.wait_exit(2) == 0
+
+
+def test_crash_after_ready_exits_1_after_serving(start_sim):
+    sim = start_sim(env={"SGLANG_SIM_FAILURE": "crash_after_ready"})
+    sim.wait_for(READY_LINE)
+    assert sim.get("/v1/models")[0] == 200
+    assert sim.wait_exit() == 1
+    assert "illegal memory access" in sim.stderr
+    assert not port_open(sim.port)
+
+
+def test_warmup_fail_never_becomes_healthy(start_sim):
+    sim = start_sim(env={"SGLANG_SIM_FAILURE": "warmup_fail", "SGLANG_SIM_WARMUP_SECONDS": "0.1"})
+    sim.wait_port()
+    sim.wait_for("Warmup request failed")
+    assert sim.get("/v1/models")[0] == 200
+    assert sim.get("/health")[0] == 503 and sim.get("/ready")[0] == 503
+    assert sim.proc.poll() is None and READY_LINE not in sim.stderr
