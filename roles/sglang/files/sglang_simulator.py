@@ -298,7 +298,7 @@ class SimSettings:
     health_generate_seconds: float
     failure: str
     crash_after_seconds: float
-    check_args: bool
+    check_only: bool
 
 
 def build_parser(environ):
@@ -1182,7 +1182,7 @@ def main(argv=None, environ=None):
     environ = os.environ if environ is None else environ
     args, settings = parse_args(argv, environ)
     log = Log(args.log_level)
-    if settings.check_args:
+    if settings.check_only:
         try:
             check_server_args(args)
         except Fatal as fatal:
