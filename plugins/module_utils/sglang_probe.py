@@ -1,0 +1,184 @@
+# -*- coding: utf-8 -*-
+"""The I/O of the sglang_ready module: systemctl, journalctl and HTTP GETs.
+
+Every failure to reach the server is classified into an HTTP result dict
+(see sglang_readiness.http_result), never raised: a closed port is the normal
+state of a loading server.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import socket
+import ssl
+
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlparse
+
+from ansible.module_utils.urls import open_url
+from ansible.module_utils.sglang_readiness import (
+    PROBE_HEALTH_GENERATE, PROBE_READY, UNIT_PROPERTIES, WARMUP_PATHS,
+    http_result, journal_matches, models_known, models_match, model_ids_from, parse_journal_json,
+    parse_systemctl_show, wants_http, classify_unit, warmup_probe_due,
+)
+
+REQUEST_TIMEOUT = 2.0            # seconds, every fast endpoint
+HEALTH_GENERATE_TIMEOUT = 5.0    # /health_generate runs a one-token generation and sleeps >= 1 s
+MAX_BODY_BYTES = 1024 * 1024
+LOOPBACK_HOSTS = ('localhost', '::1')
+
+
+def is_loopback(url):
+    """Whether the URL's host is a loopback address (no proxy is used for those)."""
+    host = (urlparse(url).hostname or '').lower()
+    return host in LOOPBACK_HOSTS or host.startswith('127.')
+
+
+def _errno_kind(exc):
+    """Classify a low-level exception into refused / reset / timeout / error."""
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return 'timeout'
+    if isinstance(exc, ConnectionRefusedError):
+        return 'refused'
+    if isinstance(exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
+        return 'reset'
+    if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
+        code = exc.errno
+        if code == errno.ECONNREFUSED:
+            return 'refused'
+        if code in (errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE):
+            return 'reset'
+        if code == errno.ETIMEDOUT:
+            return 'timeout'
+    name = type(exc).__name__
+    if name in ('RemoteDisconnected', 'BadStatusLine', 'IncompleteRead'):
+        return 'reset'
+    return 'error'
+
+
+def classify_exception(exc):
+    """URLError wraps the socket error in .reason; unwrap before classifying."""
+    reason = getattr(exc, 'reason', None)
+    if isinstance(exc, URLError) and isinstance(reason, BaseException):
+        return _errno_kind(reason)
+    if isinstance(exc, URLError) and isinstance(reason, str) and 'timed out' in reason:
+        return 'timeout'
+    return _errno_kind(exc)
+
+
+def _read_json(response):
+    data = response.read(MAX_BODY_BYTES)
+    try:
+        return json.loads(data.decode('utf-8', 'replace')) if data else None
+    except ValueError:
+        return None
+
+
+class SglangProbe(object):
+    """Looks at one systemd unit and one SGLang HTTP endpoint."""
+
+    def __init__(self, module, unit, url, api_key=None, validate_certs=True, ca_path=None):
+        self.module = module
+        self.unit = unit
+        self.base = url.rstrip('/')
+        self.api_key = api_key
+        self.validate_certs = validate_certs
+        self.ca_path = ca_path
+        self.use_proxy = not is_loopback(url)
+        self.systemctl = module.get_bin_path('systemctl')
+        self.journalctl = module.get_bin_path('journalctl')
+        self.env = {'LC_ALL': 'C', 'SYSTEMD_PAGER': '', 'SYSTEMD_COLORS': '0'}
+
+    # -- systemd -----------------------------------------------------------
+    def unit_properties(self):
+        """``systemctl show`` of the unit; {'_error': text} when systemctl fails."""
+        if not self.systemctl:
+            return {'_error': 'systemctl not found on the target'}
+        cmd = [self.systemctl, 'show', self.unit, '--property=' + ','.join(UNIT_PROPERTIES)]
+        rc, out, err = self.module.run_command(cmd, environ_update=self.env)
+        if rc != 0:
+            return {'_error': (err or out or 'systemctl show exited %d' % rc).strip()}
+        return parse_systemctl_show(out)
+
+    # -- journal -----------------------------------------------------------
+    def journal_lines(self, invocation_ids, entries):
+        """Message lines of the last ``entries`` journal entries of the given invocations,
+        oldest first; of the unit (``-u``) only when no invocation is known."""
+        if not self.journalctl:
+            return []
+        cmd = [self.journalctl, '--no-pager', '-q', '-o', 'json', '-n', str(max(1, entries))]
+        if invocation_ids:
+            cmd += journal_matches(invocation_ids)
+        else:
+            cmd += ['-u', self.unit]
+        rc, out, err = self.module.run_command(cmd, environ_update=self.env)
+        return parse_journal_json(out)
+
+    def sync_journal(self):
+        """Ask journald to store what the service wrote before it died (needs root; best effort)."""
+        if self.journalctl:
+            self.module.run_command([self.journalctl, '--sync'], environ_update=self.env)
+
+    # -- HTTP --------------------------------------------------------------
+    def get(self, path, timeout=REQUEST_TIMEOUT):
+        """GET base+path; returns an HTTP result dict, never raises on network errors."""
+        headers = {'Accept': 'application/json'}
+        if self.api_key:
+            headers['Authorization'] = 'Bearer %s' % self.api_key
+        try:
+            response = open_url(self.base + path, method='GET', headers=headers, timeout=timeout,
+                                validate_certs=self.validate_certs, ca_path=self.ca_path,
+                                use_proxy=self.use_proxy, use_netrc=False, follow_redirects='safe',
+                                http_agent='k26deploy-sglang_ready')
+            try:
+                status = response.getcode()
+                body = _read_json(response)
+            finally:
+                response.close()
+            kind = 'ok' if 200 <= status < 300 else 'http'
+            return http_result(path, kind, status=status, body=body)
+        except HTTPError as exc:
+            return http_result(path, 'http', status=exc.code, error=str(exc))
+        except Exception as exc:  # pylint: disable=broad-except
+            # Network failures come as URLError, socket errors, http.client errors,
+            # SSL errors or ansible.module_utils.urls' own exceptions.
+            return http_result(path, classify_exception(exc), error='%s: %s' % (type(exc).__name__, exc))
+
+    def warmup(self, probe, elapsed):
+        """Run the warm-up probe ``probe``; on 404 from /ready fall back to /health_generate at once."""
+        result = self._warmup_once(probe, elapsed)
+        if probe == PROBE_READY and result.get('kind') == 'http' and result.get('status') == 404:
+            result = self._warmup_once(PROBE_HEALTH_GENERATE, elapsed)
+        return result
+
+    def _warmup_once(self, probe, elapsed):
+        timeout = HEALTH_GENERATE_TIMEOUT if probe == PROBE_HEALTH_GENERATE else REQUEST_TIMEOUT
+        result = self.get(WARMUP_PATHS[probe], timeout=timeout)
+        result['probe'] = probe
+        result['started'] = elapsed
+        return result
+
+    # -- one observation ---------------------------------------------------
+    def observe(self, state, settings, elapsed):
+        """Look at the unit and, when it runs, at HTTP: one observation for advance()."""
+        props = self.unit_properties()
+        obs = {'elapsed': elapsed, 'unit': props, 'models': None, 'warmup': None}
+        if '_error' in props:
+            state['unit_error'] = props['_error']
+            obs['unit'] = {}
+            return obs
+        state['unit_error'] = ''
+        if not wants_http(classify_unit(props)):
+            return obs
+        if models_known(state, props):
+            matched = True
+        else:
+            models = obs['models'] = self.get('/v1/models')
+            ids = model_ids_from(models.get('body')) if models.get('kind') == 'ok' else None
+            matched = models_match(ids, settings.model)
+        if settings.require_warmup and matched:
+            probe = warmup_probe_due(state, elapsed)
+            if probe:
+                obs['warmup'] = self.warmup(probe, elapsed)
+        return obs

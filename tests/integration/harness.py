@@ -1,0 +1,117 @@
+"""Real systemd in a real container, and real Ansible runs against it.
+
+`SystemdContainer` starts a container from the project's image (scripts/container.sh) and offers a few
+helpers to write units and run commands inside. `run_task` runs one task through ansible-playbook with the
+podman connection and returns the task's result as a dict (the json callback: no text parsing).
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = ROOT / ".venv" / "bin"
+SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator.py"
+SIM_IN_CONTAINER = "/opt/sim/sglang_simulator.py"
+
+
+class SystemdContainer:
+    def __init__(self, name, publish=None):
+        self.name = name
+        args = [str(ROOT / "scripts" / "container.sh"), name]
+        if publish:
+            args += ["-p", publish]
+        subprocess.run(args, check=True)
+
+    def exec(self, command, check=True, input=None, timeout=60):
+        """Run a shell command inside; returns CompletedProcess with text output."""
+        return subprocess.run(
+            ["podman", "exec", "-i", self.name, "bash", "-c", command],
+            check=check, capture_output=True, text=True, input=input, timeout=timeout,
+        )
+
+    def put(self, path, content, mode="0644"):
+        self.exec("mkdir -p %s && cat > %s && chmod %s %s" % (
+            shlex.quote(os.path.dirname(path)), shlex.quote(path), mode, shlex.quote(path)), input=content)
+
+    def install_simulator(self):
+        self.put(SIM_IN_CONTAINER, SIMULATOR.read_text(), mode="0755")
+
+    def write_unit(self, name, exec_start, environment=None, extra_service="", config=None):
+        """Write /etc/systemd/system/NAME.service running exec_start; optional SGLang config file."""
+        if config is not None:
+            self.put("/etc/sim/%s.yaml" % name, yaml.safe_dump(config))
+            exec_start = "%s --config /etc/sim/%s.yaml" % (exec_start, name)
+        env_lines = "\n".join('Environment="%s=%s"' % (k, v) for k, v in (environment or {}).items())
+        unit = textwrap.dedent("""\
+            [Unit]
+            Description=test unit {name}
+            [Service]
+            ExecStart={exec_start}
+            {env}
+            {extra}
+            """).format(name=name, exec_start=exec_start, env=env_lines, extra=extra_service)
+        self.put("/etc/systemd/system/%s.service" % name, unit)
+        self.exec("systemctl daemon-reload")
+
+    def systemctl(self, *args, check=True):
+        return self.exec("systemctl " + " ".join(shlex.quote(a) for a in args), check=check)
+
+    def remove(self):
+        subprocess.run(["podman", "rm", "-f", "-t", "0", self.name], capture_output=True)
+
+
+def run_playbook(playbook, inventory, extra_env=None, check=False, timeout=900):
+    """Run a playbook with the json callback; returns (rc, parsed json output)."""
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": "%s:%s" % (VENV_BIN, env.get("PATH", "")),
+    })
+    env.update(extra_env or {})
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", inventory, playbook]
+    if check:
+        cmd.append("--check")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    # Progress lines of long waits (display.display) come before the callback's JSON document.
+    start = 0 if proc.stdout.startswith("{") else proc.stdout.find("\n{") + 1
+    try:
+        data = json.loads(proc.stdout[start:])
+    except json.JSONDecodeError:
+        raise AssertionError("ansible-playbook printed no JSON (rc %s):\n%s\n%s" % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    return proc.returncode, data
+
+
+def task_results(data, host):
+    """Every task's result for host, in order, as (task name, result dict)."""
+    out = []
+    for play in data["plays"]:
+        for task in play["tasks"]:
+            res = task["hosts"].get(host)
+            if res is not None:
+                out.append((task["task"]["name"], res))
+    return out
+
+
+def run_task(container, task, check=False, extra_env=None):
+    """Run one task (a dict) on the container; returns its result dict."""
+    play = [{"hosts": "all", "gather_facts": False, "tasks": [dict(task, name="task under test")]}]
+    with tempfile.TemporaryDirectory() as tmp:
+        playbook = Path(tmp) / "play.yml"
+        playbook.write_text(yaml.safe_dump(play))
+        inventory = Path(tmp) / "hosts.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"hosts": {container.name: {
+            "ansible_connection": "containers.podman.podman",
+            "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+        _, data = run_playbook(str(playbook), str(inventory), extra_env=extra_env, check=check)
+    results = [r for name, r in task_results(data, container.name) if name == "task under test"]
+    assert results, "the task did not run: %s" % json.dumps(data)[-2000:]
+    return results[0]

@@ -1,0 +1,156 @@
+"""sglang_ready against real systemd + journald in a container, the simulator as the service.
+
+One test per scenario of the readiness issue. Each asserts the reason, that the journal excerpt holds
+the line that explains it, and for the fail-fast cases that the module returned long before its timeout.
+"""
+
+import itertools
+import json
+
+import pytest
+
+from harness import SIM_IN_CONTAINER, run_task
+
+pytestmark = pytest.mark.integration
+
+FAST = {
+    "SGLANG_SIM_LOAD_SECONDS": "2",
+    "SGLANG_SIM_GRAPH_SECONDS": "0.5",
+    "SGLANG_SIM_WARMUP_SECONDS": "0.5",
+    "SGLANG_SIM_HEALTH_GENERATE_SECONDS": "0.2",
+}
+TIMEOUT = 300
+_ports = itertools.count(31000)
+
+
+def start_sim(container, name, failure=None, config=None, restart="no", env=None):
+    port = next(_ports)
+    cfg = {"model-path": "moonshotai/Kimi-K2.6", "served-model-name": "kimi-k2.6", "port": port, "pp-size": 8,
+           "pp-async-batch-depth": 8}
+    cfg.update(config or {})
+    environment = dict(FAST, **(env or {}))
+    if failure:
+        environment["SGLANG_SIM_FAILURE"] = failure
+    container.write_unit(name, "/usr/bin/python3 " + SIM_IN_CONTAINER, environment=environment, config=cfg,
+                         extra_service="Restart=%s\nRestartSec=1" % restart)
+    container.systemctl("reset-failed", name, check=False)
+    container.systemctl("restart", name)
+    return "http://127.0.0.1:%d" % port
+
+
+def wait(container, unit, url, **args):
+    params = {"unit": unit + ".service", "url": url, "timeout": TIMEOUT}
+    params.update(args)
+    return run_task(container, {"sglang_ready": params})
+
+
+def excerpt(result):
+    return "\n".join(result.get("journal_excerpt", []))
+
+
+def test_ready(container):
+    url = start_sim(container, "sim-ready")
+    res = wait(container, "sim-ready", url, model="kimi-k2.6")
+    assert res["ready"] is True and res["reason"] == "ready", res.get("msg")
+    assert not res.get("failed")
+    assert "kimi-k2.6" in res["model_ids"]
+    assert set(res["timeline"]) >= {"http_up", "warm", "ready"}
+    assert res["timeline"]["http_up"] <= res["timeline"]["warm"] <= res["timeline"]["ready"]
+    assert res["timeline"]["ready"] <= res["elapsed"] < TIMEOUT
+    assert res["warmup_probe"] == "ready"
+    container.systemctl("stop", "sim-ready.service")
+
+
+def test_crash_while_loading(container):
+    url = start_sim(container, "sim-crash", failure="crash_loading")
+    res = wait(container, "sim-crash", url)
+    assert res["failed"] and res["reason"] == "unit_failed", res.get("msg")
+    assert "CUDA out of memory" in excerpt(res)
+    assert res["unit_state"]["ActiveState"] == "failed"
+    assert res["elapsed"] < 30, "fail-fast took %.1fs" % res["elapsed"]
+    assert "out of memory" in res["msg"].lower() or "failed" in res["msg"]
+
+
+def test_crash_loop_with_restart_on_failure(container):
+    url = start_sim(container, "sim-loop", failure="crash_loading", restart="on-failure")
+    res = wait(container, "sim-loop", url)
+    container.systemctl("stop", "sim-loop.service", check=False)
+    assert res["failed"] and res["reason"] == "crash_loop", res.get("msg")
+    assert res["restarts"] >= 1
+    assert "CUDA out of memory" in excerpt(res)
+    assert res["elapsed"] < 30, "crash loop noticed after %.1fs" % res["elapsed"]
+
+
+def test_hang_then_timeout(container):
+    url = start_sim(container, "sim-hang", failure="hang_loading")
+    res = wait(container, "sim-hang", url, timeout=8)
+    container.systemctl("stop", "sim-hang.service", check=False)
+    assert res["failed"] and res["reason"] == "timeout", res.get("msg")
+    assert 8 <= res["elapsed"] < 20
+    assert res["phase"] == "loading"
+    assert "Loading safetensors checkpoint shards" in excerpt(res)
+
+
+def test_warmup_never_succeeds(container):
+    url = start_sim(container, "sim-warm", failure="warmup_fail")
+    res = wait(container, "sim-warm", url, warmup_timeout=5)
+    container.systemctl("stop", "sim-warm.service", check=False)
+    assert res["failed"] and res["reason"] == "warmup_failed", res.get("msg")
+    assert "Warmup request failed" in excerpt(res)
+    assert "http_up" in res["timeline"] and "ready" not in res["timeline"]
+    assert res["elapsed"] < 60
+
+
+def test_wrong_model(container):
+    url = start_sim(container, "sim-model", config={"served-model-name": "some-other-model"})
+    res = wait(container, "sim-model", url, model="kimi-k2.6", model_mismatch_grace=2)
+    container.systemctl("stop", "sim-model.service", check=False)
+    assert res["failed"] and res["reason"] == "model_mismatch", res.get("msg")
+    assert res["model_ids"] == ["some-other-model"]
+    assert "some-other-model" in res["msg"]
+    assert res["elapsed"] < 60
+
+
+def test_bad_api_key(container):
+    url = start_sim(container, "sim-auth", config={"api-key": "the-right-key"})
+    res = wait(container, "sim-auth", url, api_key="a-wrong-key")
+    container.systemctl("stop", "sim-auth.service", check=False)
+    assert res["failed"] and res["reason"] == "auth_failed", res.get("msg")
+    assert res["elapsed"] < 60
+    # The key the module was given never comes back in its result.
+    assert "a-wrong-key" not in json.dumps(res)
+
+
+def test_right_api_key(container):
+    url = start_sim(container, "sim-key", config={"api-key": "the-right-key"})
+    res = wait(container, "sim-key", url, api_key="the-right-key", model="kimi-k2.6")
+    container.systemctl("stop", "sim-key.service", check=False)
+    assert res["ready"] is True, res.get("msg")
+
+
+def test_unit_missing(container):
+    res = wait(container, "no-such-unit", "http://127.0.0.1:1", startup_grace=1)
+    assert res["failed"] and res["reason"] == "unit_missing", res.get("msg")
+    assert res["elapsed"] < 15
+
+
+def test_check_mode_reports_without_waiting(container):
+    url = start_sim(container, "sim-check", failure="hang_loading")
+    res = run_task(container, {"sglang_ready": {"unit": "sim-check.service", "url": url, "timeout": TIMEOUT}}, check=True)
+    container.systemctl("stop", "sim-check.service", check=False)
+    assert res["ready"] is False and not res.get("failed"), res
+    assert res["elapsed"] < 10
+
+
+def test_progress_is_reported_during_long_waits(container, tmp_path):
+    progress = tmp_path / "progress.jsonl"
+    url = start_sim(container, "sim-slow", env={"SGLANG_SIM_LOAD_SECONDS": "7"})
+    res = run_task(container, {"sglang_ready": {"unit": "sim-slow.service", "url": url, "progress_interval": 2}},
+                   extra_env={"K26DEPLOY_PROGRESS_FILE": str(progress)})
+    container.systemctl("stop", "sim-slow.service", check=False)
+    assert res["ready"] is True, res.get("msg")
+    records = [json.loads(line) for line in progress.read_text().splitlines()]
+    assert len(records) >= 2
+    assert {r["phase"] for r in records} & {"loading", "starting"}
+    assert all(r["unit"] == "sim-slow.service" for r in records)
+    assert any("Load" in (r.get("last_log_line") or "") for r in records)

@@ -1,0 +1,251 @@
+"""Unit tests of the probe (plugins/module_utils/sglang_probe.py): commands and HTTP classification.
+
+HTTP tests use throw-away servers on 127.0.0.1 only.
+"""
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible.module_utils.sglang_probe import SglangProbe, classify_exception, is_loopback
+from ansible.module_utils.sglang_readiness import PROBE_HEALTH_GENERATE, PROBE_READY, new_state, Settings
+
+INV1 = 'cbc57ece148a4996b8fbeb0bfa66c895'
+INV2 = '0d4c1f0e2b9a4f6e8d7c6b5a49382716'
+
+
+class FakeModule(object):
+    def __init__(self, outputs=None):
+        self.outputs = outputs or {}
+        self.commands = []
+
+    def get_bin_path(self, name, required=False):
+        return '/usr/bin/' + name
+
+    def run_command(self, cmd, environ_update=None, **kwargs):
+        self.commands.append(cmd)
+        for key, value in self.outputs.items():
+            if key in cmd:
+                return value
+        return 0, '', ''
+
+
+class Handler(BaseHTTPRequestHandler):
+    routes = {}
+    seen = []
+
+    def do_GET(self):  # noqa: N802 (http.server API)
+        Handler.seen.append((self.path, self.headers.get('Authorization')))
+        status, body = Handler.routes.get(self.path, (404, {'detail': 'Not Found'}))
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    Handler.routes, Handler.seen = {}, []
+    httpd = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield 'http://127.0.0.1:%d' % httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def free_port():
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def probe_for(url, module=None, **kwargs):
+    return SglangProbe(module or FakeModule(), 'sglang.service', url, **kwargs)
+
+
+def settings(**over):
+    values = dict(unit='sglang.service', url='http://127.0.0.1:30000', model='kimi', require_warmup=True,
+                  timeout=3600, max_restarts=0, startup_grace=10, model_mismatch_grace=15, warmup_timeout=900)
+    values.update(over)
+    return Settings(**values)
+
+
+# --------------------------------------------------------------------------
+# HTTP
+# --------------------------------------------------------------------------
+
+def test_get_json_with_bearer_key(server):
+    Handler.routes['/v1/models'] = (200, {'object': 'list', 'data': [{'id': 'kimi'}]})
+    result = probe_for(server, api_key='k3y').get('/v1/models')
+    assert result['kind'] == 'ok' and result['status'] == 200
+    assert result['body']['data'][0]['id'] == 'kimi'
+    assert Handler.seen == [('/v1/models', 'Bearer k3y')]
+
+
+def test_no_authorization_header_without_key(server):
+    Handler.routes['/ready'] = (200, {})
+    probe_for(server).get('/ready')
+    assert Handler.seen == [('/ready', None)]
+
+
+@pytest.mark.parametrize('status', [401, 403, 503])
+def test_http_errors_are_results(server, status):
+    Handler.routes['/v1/models'] = (status, {'error': 'x'})
+    result = probe_for(server).get('/v1/models')
+    assert (result['kind'], result['status']) == ('http', status)
+
+
+def test_connection_refused_is_classified():
+    result = probe_for('http://127.0.0.1:%d' % free_port()).get('/v1/models')
+    assert result['kind'] == 'refused'
+
+
+def test_silent_server_is_a_timeout():
+    listener = socket.socket()
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(5)  # accepts into the backlog, never answers
+    try:
+        result = probe_for('http://127.0.0.1:%d' % listener.getsockname()[1]).get('/v1/models', timeout=0.3)
+    finally:
+        listener.close()
+    assert result['kind'] == 'timeout'
+
+
+def test_closed_connection_is_a_reset():
+    listener = socket.socket()
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(5)
+
+    def close_at_once():
+        conn, _ = listener.accept()
+        conn.recv(1024)
+        conn.close()
+
+    thread = threading.Thread(target=close_at_once, daemon=True)
+    thread.start()
+    try:
+        result = probe_for('http://127.0.0.1:%d' % listener.getsockname()[1]).get('/v1/models', timeout=2)
+    finally:
+        thread.join(2)
+        listener.close()
+    assert result['kind'] == 'reset', result
+
+
+@pytest.mark.parametrize('exc, kind', [
+    (ConnectionRefusedError(111, 'Connection refused'), 'refused'),
+    (ConnectionResetError(104, 'Connection reset by peer'), 'reset'),
+    (socket.timeout('timed out'), 'timeout'),
+    (OSError(113, 'No route to host'), 'error'),
+])
+def test_classify_exception_unwraps_urlerror(exc, kind):
+    from urllib.error import URLError
+    assert classify_exception(exc) == kind
+    assert classify_exception(URLError(exc)) == kind
+
+
+@pytest.mark.parametrize('url, expected', [
+    ('http://127.0.0.1:30000', True), ('http://localhost:30000', True), ('http://[::1]:30000', True),
+    ('https://sglang.internal:30000', False),
+])
+def test_no_proxy_for_loopback(url, expected):
+    assert is_loopback(url) is expected
+
+
+def test_warmup_falls_back_to_health_generate_on_404(server):
+    Handler.routes['/health_generate'] = (200, {})
+    result = probe_for(server).warmup(PROBE_READY, 5.0)
+    assert result['probe'] == PROBE_HEALTH_GENERATE and result['kind'] == 'ok'
+    assert [path for path, _ in Handler.seen] == ['/ready', '/health_generate']
+
+
+# --------------------------------------------------------------------------
+# systemctl / journalctl commands
+# --------------------------------------------------------------------------
+
+def test_unit_properties_command_and_parse():
+    module = FakeModule({'show': (0, 'ActiveState=active\nSubState=running\nNRestarts=2\n', '')})
+    props = probe_for('http://127.0.0.1:1', module).unit_properties()
+    assert props == {'ActiveState': 'active', 'SubState': 'running', 'NRestarts': '2'}
+    cmd = module.commands[0]
+    assert cmd[:3] == ['/usr/bin/systemctl', 'show', 'sglang.service']
+    assert cmd[3].startswith('--property=') and 'NRestarts' in cmd[3] and 'InvocationID' in cmd[3]
+
+
+def test_unit_properties_error():
+    module = FakeModule({'show': (1, '', 'Failed to connect to bus: No such file or directory')})
+    assert probe_for('http://127.0.0.1:1', module).unit_properties() == {
+        '_error': 'Failed to connect to bus: No such file or directory'}
+
+
+def test_journal_by_invocations():
+    out = '\n'.join(json.dumps({'MESSAGE': m}) for m in ('one', 'two'))
+    module = FakeModule({'-o': (0, out, '')})
+    lines = probe_for('http://127.0.0.1:1', module).journal_lines([INV1, INV2], 500)
+    assert lines == ['one', 'two']
+    cmd = module.commands[0]
+    assert cmd[:7] == ['/usr/bin/journalctl', '--no-pager', '-q', '-o', 'json', '-n', '500']
+    assert cmd[7:] == ['_SYSTEMD_INVOCATION_ID=' + INV1, '+', 'INVOCATION_ID=' + INV1, '+',
+                       '_SYSTEMD_INVOCATION_ID=' + INV2, '+', 'INVOCATION_ID=' + INV2]
+    assert '-u' not in cmd
+
+
+def test_journal_by_unit_when_no_invocation_is_known():
+    module = FakeModule()
+    probe_for('http://127.0.0.1:1', module).journal_lines([], 30)
+    assert module.commands[0][-4:] == ['-n', '30', '-u', 'sglang.service']
+
+
+# --------------------------------------------------------------------------
+# observe()
+# --------------------------------------------------------------------------
+
+def show(active, sub, inv=INV1):
+    return (0, 'ActiveState=%s\nSubState=%s\nLoadState=loaded\nInvocationID=%s\nNRestarts=0\n' % (active, sub, inv),
+            '')
+
+
+def test_observe_skips_http_when_the_unit_does_not_run(server):
+    probe = probe_for(server, FakeModule({'show': show('inactive', 'dead')}))
+    obs = probe.observe(new_state(0.0, 0.0), settings(), 1.0)
+    assert obs['models'] is None and obs['warmup'] is None
+    assert Handler.seen == []
+
+
+def test_observe_asks_models_then_ready(server):
+    Handler.routes['/v1/models'] = (200, {'data': [{'id': 'kimi'}]})
+    Handler.routes['/ready'] = (503, {})
+    probe = probe_for(server, FakeModule({'show': show('active', 'running')}))
+    state = new_state(0.0, 0.0)
+    obs = probe.observe(state, settings(), 1.0)
+    assert obs['models']['kind'] == 'ok' and obs['warmup']['status'] == 503
+    assert [p for p, _ in Handler.seen] == ['/v1/models', '/ready']
+    # Once the invocation listed the model, only the warm-up probe is asked.
+    state['models_ok_for'] = INV1
+    Handler.seen[:] = []
+    obs = probe.observe(state, settings(), 1.3)
+    assert obs['models'] is None
+    assert [p for p, _ in Handler.seen] == ['/ready']
+
+
+def test_observe_wrong_model_skips_warmup(server):
+    Handler.routes['/v1/models'] = (200, {'data': [{'id': 'other'}]})
+    probe = probe_for(server, FakeModule({'show': show('active', 'running')}))
+    obs = probe.observe(new_state(0.0, 0.0), settings(), 1.0)
+    assert obs['warmup'] is None
+
+
+def test_observe_reports_systemctl_failure():
+    probe = probe_for('http://127.0.0.1:1', FakeModule({'show': (1, '', 'boom')}))
+    state = new_state(0.0, 0.0)
+    obs = probe.observe(state, settings(), 1.0)
+    assert obs['unit'] == {} and state['unit_error'] == 'boom'
