@@ -1,0 +1,144 @@
+"""k26deploy: deploy Kimi K2.6 on SGLang with the project's Ansible playbooks, from Python.
+
+Each function runs the matching playbook through ansible-runner (no ``ansible-playbook``
+subprocess to parse, no stdout scraping) and returns a typed :class:`RunResult`::
+
+    import k26deploy
+
+    result = k26deploy.deploy(inventory="inventories/demo/hosts.yml",
+                              extra_vars={"sglang_service_port": 30000},
+                              event_callback=print_event)          # optional
+    for host in result.hosts.values():
+        print(host.host, host.ready, host.endpoint, host.model_id, host.time_to_ready, host.reason)
+    print(result.artifacts_dir, result.exit_code)
+
+Common keyword arguments (see :class:`k26deploy.runner.PlaybookRun`):
+
+``inventory``         path (or list of paths, or ``"host1,host2,"``); default: ansible.cfg's
+``extra_vars``        mapping passed as ``-e @file`` (0600, removed after the run)
+``limit``             host pattern (``--limit``)
+``check``, ``diff``   ``--check`` / ``--diff``
+``project_dir``       project root; default ``$K26DEPLOY_PROJECT_DIR`` or the source checkout
+``private_data_dir``  ansible-runner's private data dir; default a new temporary directory (kept)
+``event_callback``    called with every ansible-runner event dict
+``progress_callback`` called with every readiness progress record (phase, elapsed, last_log_line)
+``cancel_event``      a ``threading.Event``; setting it cancels the run (``cancelled=True``)
+``envvars``           extra environment for ansible-playbook (e.g. ``ANSIBLE_*``)
+``playbook``          run another playbook with the command's semantics (advanced)
+
+Exit codes of :attr:`RunResult.exit_code` (and of the CLI): 0 ready/ok, 1 failed, 2 bad input,
+3 timed out, 4 unreachable, 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+from .results import (
+    EXIT_BAD_INPUT,
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    HostResult,
+    HostStats,
+    RunResult,
+    build_run_result,
+)
+from .runner import PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun, find_project_dir, run_playbook
+
+__all__ = [
+    "deploy",
+    "preflight",
+    "status",
+    "rollback",
+    "logs",
+    "run",
+    "RunResult",
+    "HostResult",
+    "HostStats",
+    "PlaybookRun",
+    "K26DeployError",
+    "BadInputError",
+    "build_run_result",
+    "find_project_dir",
+    "PLAYBOOKS",
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_BAD_INPUT",
+    "EXIT_TIMEOUT",
+    "EXIT_UNREACHABLE",
+    "EXIT_CANCELLED",
+]
+
+__version__ = "0.1.0"
+
+
+def run(
+    command: str,
+    inventory: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    extra_vars: Mapping[str, Any] | None = None,
+    *,
+    limit: str | None = None,
+    check: bool = False,
+    diff: bool = False,
+    project_dir: str | os.PathLike[str] | None = None,
+    private_data_dir: str | os.PathLike[str] | None = None,
+    event_callback: Callable[[dict[str, Any]], Any] | None = None,
+    progress_callback: Callable[[dict[str, Any]], Any] | None = None,
+    cancel_event: threading.Event | None = None,
+    envvars: Mapping[str, str] | None = None,
+    verbosity: int = 0,
+    playbook: str | None = None,
+    **options: Any,
+) -> RunResult:
+    """Run ``command`` (deploy, preflight, status, rollback, logs) or a playbook path.
+
+    Raises ``BadInputError`` when the playbook or inventory is missing (before anything runs)
+    and ``K26DeployError`` when ansible-runner cannot start; everything that happens once
+    ansible-playbook runs is reported in the returned ``RunResult``.
+    """
+    return run_playbook(
+        playbook or command,
+        inventory=inventory,
+        extra_vars=extra_vars,
+        limit=limit,
+        check=check,
+        diff=diff,
+        project_dir=project_dir,
+        private_data_dir=private_data_dir,
+        event_callback=event_callback,
+        progress_callback=progress_callback,
+        cancel_event=cancel_event,
+        envvars=envvars,
+        verbosity=verbosity,
+        **options,
+    )
+
+
+def deploy(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
+    """Run ``deploy_k26.yml``: preflight, driver/CUDA, SGLang, the service, readiness, summary."""
+    return run("deploy", inventory, extra_vars, **options)
+
+
+def preflight(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
+    """Run ``playbooks/preflight.yml``: validate inputs and hosts without changing anything."""
+    return run("preflight", inventory, extra_vars, **options)
+
+
+def status(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
+    """Run ``playbooks/status.yml``: is each host's service ready, which model, which endpoint."""
+    return run("status", inventory, extra_vars, **options)
+
+
+def rollback(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
+    """Run ``playbooks/rollback.yml``: restore the last configuration that reached ready."""
+    return run("rollback", inventory, extra_vars, **options)
+
+
+def logs(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
+    """Run ``playbooks/logs.yml``: each host's journal excerpt in ``HostResult.journal_excerpt``."""
+    return run("logs", inventory, extra_vars, **options)

@@ -1,0 +1,308 @@
+"""The ``k26deploy`` command line: deploy|preflight|status|rollback|logs over ansible-runner.
+
+Usage::
+
+    k26deploy deploy  [-i INVENTORY] [-e key=value | -e @vars.yml | -e '{"k": 1}'] [--limit PATTERN]
+                      [--check] [--diff] [--json] [--artifacts-dir DIR] [--quiet] [-v]
+    k26deploy status  --json
+    k26deploy logs    --limit gpu-01
+
+While a playbook runs, a live view goes to stderr (tasks, failures, and per host during the
+readiness wait: phase, elapsed time, latest journal line); ``--quiet`` turns it off and
+``-v`` shows Ansible's own output instead (``-vv`` also passes ``-v`` to ansible-playbook,
+``-vvv`` passes ``-vv``, ...). At the end a
+summary per host goes to stdout, or with ``--json`` the ``RunResult`` as JSON and nothing else.
+
+Exit codes:
+
+    0    ready / ok
+    1    failed (a task failed, a host is not ready, the run did not succeed)
+    2    bad input: argument validation or preflight failed, bad -e/-i, missing playbook
+    3    timed out: readiness gave up (reason timeout or warmup_failed)
+    4    a host was unreachable
+    130  cancelled (Ctrl-C): the run is stopped and the hosts' last known state is printed
+
+Ctrl-C once: ansible-runner's cancel_callback stops ansible-playbook cleanly, the CLI prints
+where each host was (task, readiness phase, latest journal line) and exits 130. Ctrl-C again
+while it stops: exit 130 at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Sequence, TextIO
+
+import yaml
+
+from .progress import LiveView, format_elapsed, format_host_state
+from .results import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_CODES, EXIT_FAILED, RunResult
+from .runner import PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun
+
+COMMAND_HELP = {
+    "deploy": "deploy Kimi K2.6 on SGLang (deploy_k26.yml) and wait until it is ready",
+    "preflight": "check inputs and hosts without changing anything (playbooks/preflight.yml)",
+    "status": "report each host's service: ready, model, endpoint (playbooks/status.yml)",
+    "rollback": "restore the last configuration that reached ready (playbooks/rollback.yml)",
+    "logs": "show each host's journal excerpt for the service (playbooks/logs.yml)",
+}
+
+
+def exit_codes_text() -> str:
+    codes = "\n".join(f"  {code:<4} {text}" for code, text in EXIT_CODES.items())
+    return (
+        f"exit codes:\n{codes}\n\n"
+        "Ctrl-C once stops the run cleanly (ansible-runner cancel) and prints each host's last\n"
+        "known state; Ctrl-C again quits at once. Artifacts (events, stdout) are kept and their\n"
+        "path is printed."
+    )
+
+
+# -- extra vars ------------------------------------------------------------------------------
+def _load_mapping(text: str, origin: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BadInputError(f"extra vars {origin}: not valid YAML/JSON: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInputError(f"extra vars {origin}: expected a mapping, got {type(data).__name__}")
+    return data
+
+
+def parse_extra_vars(values: Iterable[str] | None, base_dir: str | Path | None = None) -> dict[str, Any]:
+    """Merge ``-e`` values the way ``ansible-playbook -e`` reads them.
+
+    * ``@file.yml``: a YAML or JSON mapping from a file (relative to ``base_dir`` or the cwd);
+    * ``{...}``: an inline YAML/JSON mapping (values keep their types);
+    * ``key=value [key2=value2 ...]``: shell-quoted pairs; values are strings, as in Ansible.
+
+    Later values replace earlier ones key by key (Ansible's default ``hash_behaviour``).
+    Raises ``BadInputError`` on anything else.
+    """
+    merged: dict[str, Any] = {}
+    for raw in values or ():
+        value = raw.strip()
+        if not value:
+            continue
+        if value.startswith("@"):
+            path = Path(value[1:]).expanduser()
+            if not path.is_absolute() and base_dir is not None:
+                path = Path(base_dir) / path
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise BadInputError(f"extra vars file {path}: {exc.strerror or exc}") from exc
+            merged.update(_load_mapping(text, str(path)))
+        elif value.startswith("{"):
+            merged.update(_load_mapping(value, "inline mapping"))
+        elif value.startswith("["):
+            raise BadInputError("extra vars: a list is not a mapping; use key=value, {...} or @file.yml")
+        else:
+            try:
+                tokens = shlex.split(value)
+            except ValueError as exc:
+                raise BadInputError(f"extra vars {value!r}: {exc}") from exc
+            for token in tokens:
+                key, sep, val = token.partition("=")
+                if not sep or not key.strip():
+                    raise BadInputError(f"extra vars {token!r}: expected key=value, {{...}} or @file.yml")
+                merged[key.strip()] = val
+    return merged
+
+
+# -- parser ------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-i", "--inventory", action="append", default=[], metavar="INVENTORY",
+                        help="inventory path or 'host1,host2,' (repeatable; default: ansible.cfg's)")
+    common.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                        help="key=value (strings, as ansible-playbook -e), a YAML/JSON mapping, or @file.yml; repeatable")
+    common.add_argument("-l", "--limit", help="limit to a host pattern (as ansible-playbook --limit)")
+    common.add_argument("-C", "--check", action="store_true", help="check mode: report, change nothing")
+    common.add_argument("-D", "--diff", action="store_true", help="show diffs of changed files (in the artifacts)")
+    common.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout and nothing else")
+    common.add_argument("--artifacts-dir", metavar="DIR",
+                        help="ansible-runner private data dir (artifacts in DIR/artifacts/<ident>); default: a new temporary dir, kept")
+    common.add_argument("-q", "--quiet", action="store_true", help="no live view on stderr")
+    common.add_argument("-v", "--verbose", action="count", default=0,
+                        help="show Ansible's own output on stderr; -vv passes -v to ansible-playbook, -vvv passes -vv, ...")
+    common.add_argument("--project-dir", metavar="DIR",
+                        help="the playbook project (default: $K26DEPLOY_PROJECT_DIR, else this checkout)")
+    common.add_argument("--playbook", metavar="PATH",
+                        help="advanced: run this playbook (relative to the project) instead of the command's")
+
+    parser = argparse.ArgumentParser(
+        prog="k26deploy",
+        description="Deploy Kimi K2.6 on SGLang with the project's Ansible playbooks (through ansible-runner).",
+        epilog=exit_codes_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in PLAYBOOKS:
+        command = sub.add_parser(
+            name,
+            parents=[common],
+            help=COMMAND_HELP[name],
+            description=COMMAND_HELP[name],
+            epilog=exit_codes_text(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if name == "logs":
+            command.add_argument("-n", "--lines", type=int, metavar="N",
+                                 help="journal lines per host (extra var k26_log_lines; playbook default 200)")
+    return parser
+
+
+# -- output -------------------------------------------------------------------------------------
+def _yesno(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool = False) -> None:
+    """A short human summary of the run, one block per host."""
+    duration = f" in {result.duration:.1f}s" if result.duration is not None else ""
+    out.write(f"{command}: {result.playbook}: {result.status} (exit {result.exit_code}){duration}\n")
+    if result.error:
+        out.write(f"  error: {result.error.strip()}\n")
+    if not result.hosts:
+        out.write("  no host was reached\n")
+    for host in result.hosts.values():
+        fields = [f"{host.host}:", host.state]
+        if host.endpoint:
+            fields.append(f"endpoint={host.endpoint}")
+        if host.model_id:
+            fields.append(f"model={host.model_id}")
+        if host.time_to_ready is not None:
+            fields.append(f"time_to_ready={format_elapsed(host.time_to_ready)}")
+        if host.reason and host.reason != "ready":
+            fields.append(f"reason={host.reason}")
+        if host.phase and host.ready is not True:
+            fields.append(f"phase={host.phase}")
+        if host.restarted is not None:
+            fields.append(f"restarted={_yesno(host.restarted)}")
+        if host.rolled_back:
+            fields.append("rolled_back=yes")
+        fields.append(f"changed={host.changed}")
+        if host.simulator:
+            fields.append("[SIMULATOR, not a real SGLang]")
+        out.write("  " + " ".join(fields) + "\n")
+        if host.failed_task and (host.failed or host.unreachable):
+            out.write(f"    failed task: {host.failed_task}\n")
+        if host.msg and (host.failed or host.unreachable or host.ready is False):
+            for line in str(host.msg).splitlines() or [""]:
+                out.write(f"    {line}\n")
+        if host.last_log_line and host.ready is False and not host.journal_excerpt:
+            out.write(f"    last log line: {host.last_log_line}\n")
+        if host.journal_excerpt and (excerpts or host.failed or host.ready is False):
+            out.write("    journal:\n")
+            for line in host.journal_excerpt.splitlines():
+                out.write(f"      | {line}\n")
+    if result.artifacts_dir:
+        out.write(f"  artifacts: {result.artifacts_dir}\n")
+    out.flush()
+
+
+def print_cancel_report(hosts: dict, out: TextIO) -> None:
+    out.write("Cancelled. Last known state of each host:\n")
+    if not hosts:
+        out.write("  no host had started a task\n")
+    for result in hosts.values():
+        out.write("  " + format_host_state(result) + "\n")
+    out.flush()
+
+
+def _early_failure(args: argparse.Namespace, message: str, code: int) -> int:
+    """The run could not start: message on stderr; with --json a RunResult with status 'error'."""
+    sys.stderr.write(f"k26deploy: error: {message}\n")
+    if args.json:
+        result = RunResult(playbook=args.playbook or PLAYBOOKS.get(args.command, args.command or ""),
+                           status="error", rc=None, bad_input=code == EXIT_BAD_INPUT, error=message,
+                           command=args.command, check=bool(args.check))
+        sys.stdout.write(result.to_json() + "\n")
+    return code
+
+
+# -- main -----------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``k26deploy`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+
+    try:
+        extra_vars = parse_extra_vars(args.extra_vars)
+    except BadInputError as exc:
+        return _early_failure(args, str(exc), EXIT_BAD_INPUT)
+    if getattr(args, "lines", None) is not None:
+        if args.lines < 1:
+            return _early_failure(args, "--lines must be at least 1", EXIT_BAD_INPUT)
+        extra_vars["k26_log_lines"] = args.lines
+
+    view = None if args.quiet else LiveView(sys.stderr, raw=args.verbose > 0)
+    cancel_event = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if cancel_event.is_set():
+            raise KeyboardInterrupt
+        cancel_event.set()
+        sys.stderr.write("\nk26deploy: cancelling (Ctrl-C again to quit at once) ...\n")
+        sys.stderr.flush()
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        cancel_event.set()
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, on_sigterm)
+    run = None
+    try:
+        run = PlaybookRun(
+            args.playbook or args.command,
+            project_dir=args.project_dir,
+            inventory=args.inventory or None,
+            extra_vars=extra_vars,
+            limit=args.limit,
+            check=args.check,
+            diff=args.diff,
+            verbosity=max(args.verbose - 1, 0),
+            private_data_dir=args.artifacts_dir,
+            event_callback=view.on_event if view else None,
+            progress_callback=view.on_progress if view else None,
+            cancel_event=cancel_event,
+        )
+        run.command = args.command
+        result = run.execute()
+    except BadInputError as exc:
+        return _early_failure(args, str(exc), EXIT_BAD_INPUT)
+    except K26DeployError as exc:
+        return _early_failure(args, str(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        # second Ctrl-C while ansible-runner was stopping: report what we know and leave
+        if run is not None:
+            print_cancel_report(run.snapshot(), sys.stderr)
+        return EXIT_CANCELLED
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    if result.cancelled:
+        print_cancel_report(result.hosts, sys.stderr)
+    if args.json:
+        sys.stdout.write(result.to_json() + "\n")
+    else:
+        print_summary(result, args.command, sys.stdout, excerpts=args.command == "logs")
+    sys.stdout.flush()
+    return result.exit_code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

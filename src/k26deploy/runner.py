@@ -1,0 +1,462 @@
+"""ansible-runner plumbing: run one playbook of the project and return a ``RunResult``.
+
+What every run gets:
+
+* a private data dir of its own (a fresh ``k26deploy-*`` temporary directory unless one is
+  given). It is kept afterwards: ``RunResult.artifacts_dir`` (``<pdd>/artifacts/<ident>``)
+  holds ansible-runner's ``job_events/``, ``stdout``, ``status``, ``rc``, ``command`` and our
+  ``progress.jsonl``;
+* ansible-runner's ``cwd`` = the project root, ``ANSIBLE_CONFIG`` = its ``ansible.cfg``, so
+  ``roles/``, ``plugins/`` and the default inventory resolve as with ``ansible-playbook``;
+* extra vars in a 0600 file that is passed as ``-e @file`` and removed after the run (a dict
+  given to ansible-runner would land on the command line, readable in /proc by every local
+  user, and in ``artifacts/<ident>/command``);
+* ``suppress_env_files=True``: nothing from an earlier run in the same private data dir
+  (``env/extravars``, ``env/envvars``) silently overrides this run's values;
+* ``K26DEPLOY_PROGRESS_FILE`` pointing into the artifacts dir; a thread tails it;
+* an event handler that feeds the result builder and the caller's callback and RETURNS TRUE,
+  so ansible-runner writes every event to ``job_events/`` and ``runner.stats`` works;
+* ``cancel_callback`` bound to a ``threading.Event``; a ``KeyboardInterrupt`` while waiting
+  sets it, ansible-runner kills the ansible-playbook process group within about a second,
+  and the run returns a ``RunResult`` with ``cancelled=True``.
+"""
+
+from __future__ import annotations
+
+import configparser
+import datetime
+import json
+import logging
+import os
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from .progress import ProgressTail
+from .results import ResultBuilder, RunResult
+
+log = logging.getLogger("k26deploy")
+
+#: command -> playbook, relative to the project root
+PLAYBOOKS = {
+    "deploy": "deploy_k26.yml",
+    "preflight": "playbooks/preflight.yml",
+    "status": "playbooks/status.yml",
+    "rollback": "playbooks/rollback.yml",
+    "logs": "playbooks/logs.yml",
+}
+
+PROJECT_DIR_ENV = "K26DEPLOY_PROJECT_DIR"
+PROGRESS_FILE_ENV = "K26DEPLOY_PROGRESS_FILE"
+PROGRESS_FILE_NAME = "progress.jsonl"
+#: set in ansible-playbook's environment; inherited by its forks, modules and ssh clients, it
+#: finds every process of one run (Ansible's workers call setsid(), so killing
+#: ansible-playbook's process group, as ansible-runner does, leaves them running)
+RUN_ID_ENV = "K26DEPLOY_RUN_ID"
+
+EventCallback = Callable[[dict[str, Any]], Any]
+ProgressCallback = Callable[[dict[str, Any]], Any]
+
+
+class K26DeployError(Exception):
+    """A run could not be started."""
+
+
+class BadInputError(K26DeployError, ValueError):
+    """The caller's input is wrong (missing playbook or inventory, bad extra vars): exit code 2."""
+
+
+def _looks_like_project(path: Path) -> bool:
+    return (path / "ansible.cfg").is_file() and (path / "deploy_k26.yml").is_file()
+
+
+def find_project_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The playbook project root.
+
+    Order: ``explicit`` argument, then ``$K26DEPLOY_PROJECT_DIR``, then the source checkout the
+    package lives in (``src/k26deploy`` -> ``../..``), then the current directory.
+    """
+    for candidate, origin in (
+        (explicit, "argument"),
+        (os.environ.get(PROJECT_DIR_ENV), PROJECT_DIR_ENV),
+    ):
+        if candidate:
+            path = Path(candidate).expanduser().resolve()
+            if not path.is_dir():
+                raise BadInputError(f"project directory {path} (from {origin}) does not exist")
+            return path
+    checkout = Path(__file__).resolve().parents[2]
+    if _looks_like_project(checkout):
+        return checkout
+    cwd = Path.cwd()
+    if _looks_like_project(cwd):
+        return cwd
+    raise BadInputError(
+        f"cannot find the k26deploy project (ansible.cfg + deploy_k26.yml): set {PROJECT_DIR_ENV} "
+        "or pass project_dir / --project-dir"
+    )
+
+
+def resolve_playbook(command_or_path: str, project_dir: Path) -> str:
+    """A command name (deploy, status, ...) or a playbook path -> a path relative to the project."""
+    relative = PLAYBOOKS.get(command_or_path, command_or_path)
+    path = Path(relative)
+    if not path.is_absolute():
+        path = project_dir / path
+    if not path.is_file():
+        raise BadInputError(f"playbook {path} not found")
+    try:
+        return str(path.resolve().relative_to(project_dir))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _inventory_args(inventory: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None) -> list[str]:
+    """``-i`` arguments: existing paths made absolute; ``host1,host2,`` lists passed through."""
+    if inventory is None:
+        return []
+    items = [inventory] if isinstance(inventory, (str, os.PathLike)) else list(inventory)
+    args: list[str] = []
+    for item in items:
+        text = os.fspath(item)
+        path = Path(text).expanduser()
+        if path.exists():
+            args += ["-i", str(path.resolve())]
+        elif "," in text:
+            args += ["-i", text]
+        else:
+            raise BadInputError(f"inventory {text} not found")
+    return args
+
+
+def _host_key_checking(project_dir: Path) -> str:
+    """ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless told: keep the project's choice."""
+    if "ANSIBLE_HOST_KEY_CHECKING" in os.environ:
+        return os.environ["ANSIBLE_HOST_KEY_CHECKING"]
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(project_dir / "ansible.cfg")
+        return str(parser.getboolean("defaults", "host_key_checking", fallback=True))
+    except (configparser.Error, ValueError):
+        return "True"
+
+
+def _search_path() -> str:
+    """PATH for ansible-playbook: this interpreter's bin dir first (a venv need not be activated)."""
+    bin_dir = os.path.dirname(os.path.abspath(sys.executable))
+    path = os.environ.get("PATH", os.defpath)
+    if bin_dir not in path.split(os.pathsep):
+        path = bin_dir + os.pathsep + path
+    return path
+
+
+def run_processes(run_id: str) -> list[int]:
+    """PIDs of the processes that carry ``K26DEPLOY_RUN_ID=run_id`` (Linux /proc; [] elsewhere)."""
+    marker = f"{RUN_ID_ENV}={run_id}".encode()
+    me = os.getpid()
+    pids: list[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return pids
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            pids.append(int(name))
+    return pids
+
+
+def signal_processes(pids: Sequence[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _new_ident(command: str) -> str:
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    name = "".join(c if c.isalnum() else "-" for c in Path(command).stem)[:24]
+    return f"{stamp}-{name}-{uuid.uuid4().hex[:8]}"
+
+
+class PlaybookRun:
+    """One run of one playbook. ``execute()`` once; afterwards ``runner`` is ansible-runner's ``Runner``.
+
+    The ``event_callback`` gets every event dict (the same dicts written to ``job_events/``);
+    the ``progress_callback`` gets every progress record. Exceptions raised by callbacks are
+    logged and swallowed: they never drop an event.
+    """
+
+    def __init__(
+        self,
+        playbook: str,
+        *,
+        project_dir: str | os.PathLike[str] | None = None,
+        inventory: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        extra_vars: Mapping[str, Any] | None = None,
+        limit: str | None = None,
+        check: bool = False,
+        diff: bool = False,
+        tags: str | None = None,
+        skip_tags: str | None = None,
+        verbosity: int = 0,
+        private_data_dir: str | os.PathLike[str] | None = None,
+        envvars: Mapping[str, str] | None = None,
+        event_callback: EventCallback | None = None,
+        progress_callback: ProgressCallback | None = None,
+        cancel_event: threading.Event | None = None,
+        keep_extra_vars_file: bool = False,
+        cancel_poll_seconds: float = 0.5,
+    ) -> None:
+        self.project_dir = find_project_dir(project_dir)
+        self.command = playbook if playbook in PLAYBOOKS else None
+        self.playbook = resolve_playbook(playbook, self.project_dir)
+        self.inventory_args = _inventory_args(inventory)
+        if extra_vars is not None and not isinstance(extra_vars, Mapping):
+            raise BadInputError("extra_vars must be a mapping")
+        self.extra_vars = dict(extra_vars or {})
+        self.limit = limit
+        self.check = check
+        self.diff = diff
+        self.tags = tags
+        self.skip_tags = skip_tags
+        self.verbosity = verbosity
+        self.private_data_dir = os.fspath(private_data_dir) if private_data_dir else None
+        self.envvars = dict(envvars or {})
+        self.event_callback = event_callback
+        self.progress_callback = progress_callback
+        self.cancel_event = cancel_event or threading.Event()
+        self.keep_extra_vars_file = keep_extra_vars_file
+        self.cancel_poll_seconds = cancel_poll_seconds
+
+        self.builder = ResultBuilder()
+        self.runner: Any = None
+        self.status: str = "unstarted"
+        self.rc: int | None = None
+        self.ident = _new_ident(self.command or self.playbook)
+        self.result: RunResult | None = None
+        self._lock = threading.Lock()
+        self._finished = threading.Event()
+        self._cancel_sent = False
+
+    # -- callbacks handed to ansible-runner -------------------------------------------------
+    def _event_handler(self, event: dict[str, Any]) -> bool:
+        with self._lock:
+            self.builder.add_event(event)
+        if self.event_callback is not None:
+            try:
+                self.event_callback(event)
+            except Exception:  # noqa: BLE001 - a consumer's bug must not lose the event
+                log.exception("event callback failed")
+        # True: ansible-runner writes the event to job_events/ (None would drop it, and
+        # runner.events / runner.stats would come back empty).
+        return True
+
+    def _on_progress(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.builder.add_progress(record)
+        if self.progress_callback is not None:
+            try:
+                self.progress_callback(record)
+            except Exception:  # noqa: BLE001
+                log.exception("progress callback failed")
+
+    def _status_handler(self, status_data: dict[str, Any], runner_config: Any = None) -> None:
+        self.status = status_data.get("status", self.status)
+
+    def _finished_callback(self, runner: Any) -> None:
+        self.status = runner.status
+        self.rc = runner.rc
+        self._finished.set()
+
+    def _cancel_callback(self) -> bool:
+        if not self.cancel_event.is_set():
+            return False
+        if not self._cancel_sent:
+            # ansible-runner SIGKILLs ansible-playbook's process group when this returns True;
+            # the workers (own sessions) and their modules get SIGTERM from us first.
+            self._cancel_sent = True
+            signal_processes(run_processes(self.ident), signal.SIGTERM)
+        return True
+
+    def _sweep(self, grace: float = 1.0) -> None:
+        """After a cancel: SIGKILL whatever process of this run is still alive after ``grace``."""
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not run_processes(self.ident):
+                return
+            time.sleep(0.1)
+        signal_processes(run_processes(self.ident), signal.SIGKILL)
+
+    def cancel(self) -> None:
+        """Ask the run to stop; ansible-runner kills ansible-playbook at its next poll."""
+        self.cancel_event.set()
+
+    # -- running ------------------------------------------------------------------------------
+    def _prepare_dirs(self) -> tuple[str, str]:
+        if self.private_data_dir:
+            pdd = Path(self.private_data_dir).expanduser().resolve()
+            pdd.mkdir(parents=True, exist_ok=True, mode=0o700)
+            pdd_s = str(pdd)
+        else:
+            pdd_s = tempfile.mkdtemp(prefix="k26deploy-")
+        artifacts = os.path.join(pdd_s, "artifacts", self.ident)
+        os.makedirs(artifacts, mode=0o700, exist_ok=True)
+        return pdd_s, artifacts
+
+    def _write_extra_vars(self, pdd: str) -> str | None:
+        if not self.extra_vars:
+            return None
+        env_dir = os.path.join(pdd, "env")
+        os.makedirs(env_dir, mode=0o700, exist_ok=True)
+        path = os.path.join(env_dir, f"extravars-{self.ident}.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(self.extra_vars, handle, default=str)
+        return path
+
+    def cmdline(self) -> list[str]:
+        args = list(self.inventory_args)
+        if self.check:
+            args.append("--check")
+        if self.diff:
+            args.append("--diff")
+        return args
+
+    def snapshot(self):
+        """Host results as known right now (thread-safe)."""
+        with self._lock:
+            return self.builder.snapshot()
+
+    def execute(self) -> RunResult:
+        """Run the playbook; returns when it finished, failed or was cancelled."""
+        if self.result is not None:
+            raise K26DeployError("a PlaybookRun executes once")
+        import ansible_runner  # imported late: the CLI's --help must not pay for it
+
+        started = time.monotonic()
+        pdd, artifacts_dir = self._prepare_dirs()
+        progress_file = os.path.join(artifacts_dir, PROGRESS_FILE_NAME)
+        envvars = {
+            "ANSIBLE_HOST_KEY_CHECKING": _host_key_checking(self.project_dir),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+        }
+        cfg = self.project_dir / "ansible.cfg"
+        if cfg.is_file():
+            envvars["ANSIBLE_CONFIG"] = str(cfg)
+        envvars.update(self.envvars)
+        envvars.setdefault("PATH", _search_path())
+        if shutil.which("ansible-playbook", path=envvars["PATH"]) is None:
+            raise K26DeployError("ansible-playbook not found on PATH (install ansible-core in this environment)")
+        envvars[PROGRESS_FILE_ENV] = progress_file
+        envvars[RUN_ID_ENV] = self.ident
+        extra_vars_file = self._write_extra_vars(pdd)
+        cmdline = self.cmdline()
+
+        tail = ProgressTail(progress_file, self._on_progress)
+        tail.start()
+        worker_error: list[BaseException] = []
+        try:
+            try:
+                self.runner = ansible_runner.interface.init_runner(
+                    private_data_dir=pdd,
+                    project_dir=str(self.project_dir),
+                    playbook=self.playbook,
+                    ident=self.ident,
+                    quiet=True,
+                    envvars=envvars,
+                    extravars=extra_vars_file,
+                    limit=self.limit,
+                    tags=self.tags,
+                    skip_tags=self.skip_tags,
+                    verbosity=self.verbosity or None,
+                    cmdline=shlex.join(cmdline) if cmdline else None,
+                    suppress_env_files=True,
+                    event_handler=self._event_handler,
+                    status_handler=self._status_handler,
+                    cancel_callback=self._cancel_callback,
+                    finished_callback=self._finished_callback,
+                )
+            except Exception as exc:  # ConfigurationError and friends
+                raise K26DeployError(f"ansible-runner could not prepare the run: {exc}") from exc
+            # How often ansible-runner wakes up to ask cancel_callback (default 5 s). Set on the
+            # prepared config: a ``settings`` dict passed to ansible-runner 2.4 is discarded
+            # when the private data dir has no env/settings file.
+            self.runner.config.pexpect_timeout = self.cancel_poll_seconds
+
+            done = threading.Event()
+
+            def work() -> None:
+                try:
+                    self.runner.run()
+                except BaseException as exc:  # noqa: BLE001 - reported by the waiting thread
+                    worker_error.append(exc)
+                finally:
+                    done.set()
+
+            thread = threading.Thread(target=work, name="k26deploy-runner", daemon=True)
+            thread.start()
+            interrupted = False
+            # Poll with time.sleep, not thread.join(): a KeyboardInterrupt inside join() can
+            # leave CPython's thread state saying "not alive" while the thread still runs.
+            while not done.is_set():
+                try:
+                    time.sleep(0.1)
+                except KeyboardInterrupt:
+                    # First Ctrl-C: cancel cleanly and wait for ansible-runner to stop the
+                    # process group. A second Ctrl-C propagates from here.
+                    if interrupted or self.cancel_event.is_set():
+                        raise
+                    interrupted = True
+                    self.cancel_event.set()
+        finally:
+            if self.cancel_event.is_set():
+                self._sweep()
+            tail.stop()
+            if extra_vars_file and not self.keep_extra_vars_file:
+                try:
+                    os.unlink(extra_vars_file)
+                except OSError:
+                    pass
+        if worker_error:
+            raise K26DeployError(f"ansible-runner failed: {worker_error[0]!r}") from worker_error[0]
+
+        runner = self.runner
+        self.status = runner.status
+        self.rc = runner.rc
+        cancelled = bool(runner.canceled) or runner.status == "canceled"
+        with self._lock:
+            self.result = self.builder.build(
+                playbook=self.playbook,
+                status=runner.status,
+                rc=runner.rc,
+                artifacts_dir=runner.config.artifact_dir,
+                cancelled=cancelled,
+                check=self.check,
+                duration=round(time.monotonic() - started, 3),
+                command=self.command,
+            )
+        return self.result
+
+
+def run_playbook(playbook: str, **options: Any) -> RunResult:
+    """Run a project playbook (a command name such as ``deploy`` or a path) and return its result.
+
+    ``options`` are ``PlaybookRun``'s keyword arguments.
+    """
+    return PlaybookRun(playbook, **options).execute()

@@ -1,0 +1,211 @@
+"""Real ansible-runner runs (no mocks) of the tiny playbooks in tests/fixtures/playbooks.
+
+Everything runs against ``localhost`` with the local connection (and one ssh attempt at
+127.0.0.1:1 for the unreachable case), so no container is needed. Each run takes 1-3 s.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import k26deploy
+from k26deploy.results import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_UNREACHABLE
+from k26deploy.runner import PROGRESS_FILE_NAME, PlaybookRun, run_processes
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "playbooks"
+
+
+def run_fixture(playbook, tmp_path, **options):
+    events = []
+    run = PlaybookRun(playbook, project_dir=FIXTURES, private_data_dir=tmp_path / "pdd",
+                      event_callback=events.append, **options)
+    result = run.execute()
+    return run, result, events
+
+
+def job_event_files(artifacts_dir):
+    return [p for p in glob.glob(os.path.join(artifacts_dir, "job_events", "*.json")) if "-partial" not in p]
+
+
+def test_no_event_is_lost_and_stats_are_populated(tmp_path):
+    run, result, events = run_fixture("ok.yml", tmp_path)
+    files = job_event_files(result.artifacts_dir)
+    # every event reached the callback AND was written, because the handler returned True
+    assert len(events) == len(files) == result.events_seen > 5
+    assert {e["uuid"] for e in events} == {json.load(open(f))["uuid"] for f in files}
+    assert run.runner.stats is not None
+    assert run.runner.stats["ok"]["localhost"] == 3
+    assert run.runner.stats["changed"]["localhost"] == 1
+    assert result.status == "successful" and result.rc == 0
+    assert result.stats["localhost"].changed == 1
+    assert result.artifacts_dir.startswith(str(tmp_path / "pdd" / "artifacts"))
+    assert os.path.isfile(os.path.join(result.artifacts_dir, "stdout"))
+    assert result.exit_code == EXIT_OK
+
+
+def test_set_stats_summary_arrives_in_the_result(tmp_path):
+    _, result, _ = run_fixture("ok.yml", tmp_path, extra_vars={"fixture_model": "moonshotai/Kimi-K2.6"})
+    host = result.hosts["localhost"]
+    assert result.set_stats["k26_hosts"]["localhost"]["endpoint"] == "http://127.0.0.1:30000"
+    assert host.ready is True and host.model_id == "moonshotai/Kimi-K2.6"
+    assert host.time_to_ready == 12.5 and host.restarted is True and host.simulator is True
+    assert host.state == "ready"
+
+
+def test_failing_task_gives_failed_counts_and_fields(tmp_path):
+    _, result, _ = run_fixture("fail.yml", tmp_path)
+    host = result.hosts["localhost"]
+    assert result.stats["localhost"].failed == 1 and result.stats["localhost"].ok == 1
+    assert host.failed and host.failed_task == "Break on purpose"
+    assert host.failed_action == "ansible.builtin.fail"
+    assert host.msg == "the fixture failed on purpose"
+    assert host.reason == "failed"
+    assert result.status == "failed" and result.exit_code == EXIT_FAILED
+
+
+def test_validate_argument_spec_failure_is_bad_input_and_extra_vars_stay_off_argv(tmp_path):
+    secret = "not-a-port-5f3a9c"
+    _, result, _ = run_fixture("validate.yml", tmp_path, extra_vars={"fixture_port": secret})
+    host = result.hosts["localhost"]
+    assert host.bad_input and host.failed_action == "ansible.builtin.validate_argument_spec"
+    assert "fixture_port" in host.msg
+    assert result.exit_code == EXIT_BAD_INPUT
+    # extra vars went through a 0600 file that is gone now, never through the command line
+    command = json.load(open(os.path.join(result.artifacts_dir, "command")))["command"]
+    assert secret not in " ".join(command)
+    assert not glob.glob(str(tmp_path / "pdd" / "env" / "extravars-*"))
+
+
+def test_readiness_result_and_progress_records(tmp_path):
+    progress = []
+    _, result, events = run_fixture("readiness.yml", tmp_path, extra_vars={"fixture_outcome": "timeout"},
+                                    progress_callback=progress.append)
+    host = result.hosts["localhost"]
+    assert host.reason == "timeout" and host.ready is False and host.failed
+    assert host.journal_excerpt.startswith("torch.OutOfMemoryError")
+    assert result.exit_code == EXIT_TIMEOUT
+    assert [r["phase"] for r in progress] == ["loading", "loading", "http_up"]
+    assert os.path.isfile(os.path.join(result.artifacts_dir, PROGRESS_FILE_NAME))
+    failed = [e for e in events if e["event"] == "runner_on_failed"]
+    assert failed and failed[0]["event_data"]["task_action"] == "sglang_ready"
+
+
+def test_readiness_ready(tmp_path):
+    _, result, _ = run_fixture("readiness.yml", tmp_path)
+    host = result.hosts["localhost"]
+    assert host.ready is True and host.model_id == "kimi-k2.6" and host.timeline["ready"] is not None
+    assert result.exit_code == EXIT_OK
+
+
+def test_unreachable_host(tmp_path):
+    _, result, _ = run_fixture("unreachable.yml", tmp_path)
+    assert result.hosts["ghost"].unreachable
+    assert result.exit_code == EXIT_UNREACHABLE
+
+
+def test_cancel_stops_a_long_task_within_seconds(tmp_path):
+    cancel = threading.Event()
+
+    def on_event(event):
+        if event["event"] == "runner_on_start" and event["event_data"].get("task") == "Sleep a long time":
+            threading.Timer(0.5, cancel.set).start()
+
+    run = PlaybookRun("sleep.yml", project_dir=FIXTURES, private_data_dir=tmp_path / "pdd",
+                      event_callback=on_event, cancel_event=cancel)
+    started = time.monotonic()
+    result = run.execute()
+    took = time.monotonic() - started
+    assert took < 15, took  # the task alone would sleep 60 s
+    assert result.cancelled and result.status == "canceled"
+    assert result.exit_code == EXIT_CANCELLED
+    host = result.hosts["localhost"]
+    assert host.state == "cancelled" and host.last_task == "Sleep a long time"
+    assert run_processes(run.ident) == []  # no worker or `sleep 60` left behind
+
+
+def test_missing_playbook_is_bad_input(tmp_path):
+    with pytest.raises(k26deploy.BadInputError):
+        PlaybookRun("does-not-exist.yml", project_dir=FIXTURES)
+    with pytest.raises(k26deploy.BadInputError):
+        PlaybookRun("ok.yml", project_dir=FIXTURES, inventory=str(tmp_path / "no-inventory.yml"))
+
+
+# -- the CLI, as a user runs it ------------------------------------------------------------------
+def cli(*args, **kwargs):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run([sys.executable, "-m", "k26deploy.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=str(ROOT), timeout=60, **kwargs)
+
+
+def test_cli_json_prints_only_the_result(tmp_path):
+    proc = cli("status", "--json", "--project-dir", str(FIXTURES), "--playbook", "ok.yml",
+               "--artifacts-dir", str(tmp_path), "-e", "fixture_model=k2")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    data = json.loads(proc.stdout)  # nothing but JSON on stdout
+    assert data["hosts"]["localhost"]["model_id"] == "k2"
+    assert data["exit_code"] == 0 and data["command"] == "status"
+    assert data["artifacts_dir"].startswith(str(tmp_path))
+
+
+def test_cli_bad_extra_vars_exit_2_with_json(tmp_path):
+    proc = cli("deploy", "--json", "--project-dir", str(FIXTURES), "-e", "novalue")
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert json.loads(proc.stdout)["bad_input"] is True
+    assert "key=value" in proc.stderr
+
+
+def test_cli_ctrl_c_cancels_and_reports_host_states(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.Popen([sys.executable, "-m", "k26deploy.cli", "deploy", "--project-dir", str(FIXTURES),
+                             "--playbook", "sleep.yml", "--artifacts-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+    deadline = time.monotonic() + 30
+    # wait until the long task has started (its runner_on_start event is on disk)
+    while time.monotonic() < deadline:
+        started = [p for p in glob.glob(str(tmp_path / "artifacts" / "*" / "job_events" / "*.json"))
+                   if "Sleep a long time" in open(p).read() and "runner_on_start" in open(p).read()]
+        if started:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == EXIT_CANCELLED, err
+    assert "Cancelled. Last known state of each host:" in err
+    assert "localhost: cancelled, in task 'Sleep a long time'" in err
+    assert "canceled (exit 130)" in out
+
+
+def test_api_keyboard_interrupt_cancels_the_run(tmp_path):
+    # A Python caller without its own SIGINT handler: the first KeyboardInterrupt cancels.
+    script = (
+        "import signal, sys, time, k26deploy\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "t = time.monotonic()\n"
+        f"r = k26deploy.run('x', playbook='sleep.yml', project_dir={str(FIXTURES)!r}, private_data_dir={str(tmp_path)!r})\n"
+        "print(r.status, r.exit_code, r.hosts['localhost'].state, round(time.monotonic() - t))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any("Sleep a long time" in open(p).read()
+               for p in glob.glob(str(tmp_path / "artifacts" / "*" / "job_events" / "*.json"))):
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    status, code, state, took = out.split()
+    assert (status, int(code), state) == ("canceled", EXIT_CANCELLED, "cancelled"), err
+    assert int(took) < 20
