@@ -1,0 +1,516 @@
+# -*- coding: utf-8 -*-
+"""Preflight rules for serving Kimi K2.6 with SGLang: data plus small functions.
+
+Each rule has a stable id, a default severity and a check ``check(ctx) -> None | str | (severity, str)``.
+A string is a finding with the rule's default severity; a tuple overrides it (for example ``info`` when a
+GPU rule cannot be evaluated on a host without GPU). Messages say what will happen and what to change.
+
+The context is a plain dict built by :func:`build_context`:
+
+- ``options``: SGLang options, keys normalised to the dashed flag spelling (``pp-size``), values as given;
+- ``gpu``: facts from nvidia_smi.gather_facts (``gpu_count``, ``gpus``, ``driver_version``, ...) or None;
+- ``simulator``: True on hosts that run the simulator (no GPU expected);
+- ``expected_gpus``: int or None; ``nnodes`` comes from the options;
+- ``model``: {"path", "exists", "is_dir", "has_config", "size_bytes"} or None (not checked);
+- ``cache``: {"path", "free_bytes", "min_free_bytes"} or None;
+- ``min_driver_version``: e.g. "580.65.06";
+- ``mla``: True when the model uses multi-head latent attention (Kimi K2.x does).
+
+Sources: ../shared/notes/sglang-facts.md, ../shared/notes/cuda13-facts.md, and the sglang 0.5.23 sources
+named next to each table (read from the installed package).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import namedtuple
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+SEVERITY_OFF = "off"
+
+# CUDA 13.0 GA needs driver >= 580.65.06 (cuda13-facts.md).
+DEFAULT_MIN_DRIVER_VERSION = "580.65.06"
+MIN_CUDA_DRIVER_API = "13.0"
+# Used for the model-size rule when mem-fraction-static is not set (SGLang then picks one itself).
+ASSUMED_MEM_FRACTION = 0.9
+# Weights above this share of the budget leave little room for the KV cache.
+MODEL_TIGHT_RATIO = 0.9
+
+# Attention backends that switch CUDA graphs off for both phases
+# (sglang-facts.md; srt/arg_groups/attention_hook.py: "Cuda graph is disabled because of using ...").
+GRAPH_DISABLING_BACKENDS = {
+    "torch_native": "torch native attention backend",
+    "flex_attention": "torch Flex Attention backend",
+}
+
+# Attention backend -> (compute capability majors it runs on, for MLA models / for other models, source).
+# fa3: srt/layers/attention/attention_registry.py asserts `(major == 8 and not MLA) or major == 9`, and that
+#      assert runs when the model runner starts, i.e. after the weights are loaded.
+# trtllm_mla: srt/arg_groups/overrides.py requires is_blackwell (majors 10, 11, 12).
+# cutedsl_mla: overrides.py requires is_sm100 (major 10).
+# trtllm_mha: attention_hook.py requires SM90/SM100/SM120; the registry refuses it for MLA models.
+# fa4 on absorbed-MLA models: attention_hook.py refers to SM100/SM110.
+ATTENTION_ARCH = {
+    "fa3": {"mla": (9,), "other": (8, 9), "hint": "fa3 runs on SM90 (and SM80 for non-MLA models) only"},
+    "trtllm_mla": {"mla": (10, 11, 12), "other": (), "hint": "trtllm_mla is Blackwell-only (SM100/SM12x)"},
+    "cutedsl_mla": {"mla": (10,), "other": (), "hint": "cutedsl_mla is SM100-only"},
+    "trtllm_mha": {"mla": (), "other": (9, 10, 12), "hint": "trtllm_mha is for non-MLA models on SM90/SM100/SM120"},
+    "fa4": {"mla": (10, 11), "other": (9, 10, 11, 12), "hint": "fa4 with MLA models needs SM100/SM110"},
+}
+# What SGLang picks for MLA models per architecture (sglang-facts.md): a suggestion for the message.
+MLA_DEFAULT_BACKEND = {9: "fa3", 10: "trtllm_mla", 12: "triton"}
+ATTENTION_OPTION_KEYS = ("attention-backend", "prefill-attention-backend", "decode-attention-backend")
+
+# CUDA 13 dropped Maxwell, Pascal and Volta (cuda13-facts.md): compute capability below 7.5.
+MIN_COMPUTE_CAPABILITY = (7, 5)
+
+# Options removed or retired (sglang-facts.md; checked against the 0.5.23 parser): name -> replacement.
+REMOVED_OPTIONS = {
+    "cuda-graph-max-bs": "cuda-graph-max-bs-decode (and cuda-graph-max-bs-prefill)",
+    "cuda-graph-bs": "cuda-graph-bs-decode (and cuda-graph-bs-prefill)",
+}
+# Deprecated flags that 0.5.23 still parses on the command line but refuses in a --config file
+# (ConfigArgumentMerger: "Unsupported config option ... with action 'DeprecatedStoreTrueAction'").
+DEPRECATED_OPTIONS = {
+    "disable-cuda-graph": "disable-decode-cuda-graph and disable-prefill-cuda-graph "
+                          "(or cuda-graph-backend-decode: disabled)",
+    "enable-dp-attention": "attn-dp-size",
+}
+
+Rule = namedtuple("Rule", "id severity title check")
+
+
+# ---------------------------------------------------------------- helpers
+
+def normalize_key(key):
+    """'--pp_size' / 'pp_size' / 'pp-size' -> 'pp-size'."""
+    return str(key).strip().lstrip("-").replace("_", "-").lower()
+
+
+def normalize_options(options):
+    """Dashed keys; later spellings of the same option win, like the command line does."""
+    return {normalize_key(key): value for key, value in (options or {}).items()}
+
+
+def as_bool(value):
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return False
+    if isinstance(value, (int, float)):
+        return value != 0
+    return str(value).strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+def as_int(value, default):
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return default
+
+
+def as_float(value, default):
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return default
+
+
+def opt(ctx, key, default=None):
+    return ctx["options"].get(key, default)
+
+
+def parallel(ctx):
+    """(tp, pp, nnodes) with SGLang's defaults."""
+    return (as_int(opt(ctx, "tp-size"), 1), as_int(opt(ctx, "pp-size"), 1), as_int(opt(ctx, "nnodes"), 1))
+
+
+def gpus_present(ctx):
+    gpu = ctx.get("gpu") or {}
+    return int(gpu.get("gpu_count") or 0)
+
+
+def no_gpu_info(ctx, what):
+    """The finding for a GPU rule that cannot be evaluated, or None when GPUs are present."""
+    if gpus_present(ctx) > 0:
+        return None
+    if ctx.get("simulator"):
+        return (INFO, "%s not checked: simulator host without GPU" % what)
+    return (INFO, "%s not checked: no GPU listed (%s)" % (what, (ctx.get("gpu") or {}).get("nvidia_smi_error")
+                                                          or "GPU facts not gathered"))
+
+
+def cc_tuple(text):
+    parts = re.findall(r"\d+", str(text or ""))
+    if len(parts) < 2:
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def version_tuple(text):
+    parts = re.findall(r"\d+", str(text or ""))
+    return tuple(int(p) for p in parts) if parts else None
+
+
+def gib(num_bytes):
+    return "%.1f GiB" % (num_bytes / float(1 << 30))
+
+
+def attention_backends(ctx):
+    """{option-name: backend} for the attention options that are set."""
+    return {key: str(opt(ctx, key)) for key in ATTENTION_OPTION_KEYS if opt(ctx, key) not in (None, "")}
+
+
+# ---------------------------------------------------------------- rules
+
+def check_cuda_graph_off(ctx):
+    reasons = []
+    fixes = []
+    for key in ("disable-cuda-graph", "disable-decode-cuda-graph"):
+        if as_bool(opt(ctx, key)):
+            reasons.append("%s is set" % key)
+            fixes.append("remove %s" % key)
+    if str(opt(ctx, "cuda-graph-backend-decode", "")).lower() == "disabled":
+        reasons.append("cuda-graph-backend-decode is 'disabled'")
+        fixes.append("set cuda-graph-backend-decode: full")
+    backend = str(opt(ctx, "attention-backend", "") or "")
+    if backend in GRAPH_DISABLING_BACKENDS:
+        reasons.append("attention-backend %s (SGLang: 'Cuda graph is disabled because of using %s')"
+                       % (backend, GRAPH_DISABLING_BACKENDS[backend]))
+        fixes.append("use attention-backend triton, which keeps graphs")
+    for key, value, why in (("enable-mis", True, "enable-mis is set"),
+                            ("deepep-mode", "normal", "deepep-mode normal"),
+                            ("load-format", "expert_pack", "load-format expert_pack")):
+        current = opt(ctx, key)
+        if (as_bool(current) if value is True else str(current or "").lower() == value):
+            reasons.append("%s (SGLang turns graphs off for it)" % why)
+            fixes.append("drop %s unless it is needed" % key)
+    if not reasons:
+        return None
+    return ("CUDA graphs will be off for decode: %s. Every decode step then pays Python and kernel-launch overhead; "
+            "in the seed deployment, graphs back on together with pp-async-batch-depth 8 raised single-request "
+            "throughput by 44%% (24.7 -> 35.6 tok/s). To fix: %s." % ("; ".join(reasons), "; ".join(fixes)))
+
+
+def check_pp_async_depth(ctx):
+    _tp, pp, _nnodes = parallel(ctx)
+    if pp <= 1:
+        return None
+    depth = as_int(opt(ctx, "pp-async-batch-depth"), 0)
+    if depth >= pp:
+        return None
+    busy = max(depth, 1)
+    return ("pp-size %d with pp-async-batch-depth %d: at most %d/%d (%d%%) of the GPUs are busy at once; "
+            "set pp-async-batch-depth: %d (one micro-batch in flight per pipeline stage; with depth 0 the seed "
+            "deployment's GPUs idled at 85 W of 600 W)." % (pp, depth, busy, pp, int(100 * busy / pp), pp))
+
+
+def check_nnodes_divisor(ctx):
+    tp, pp, nnodes = parallel(ctx)
+    if nnodes < 1:
+        return "nnodes %d: must be at least 1." % nnodes
+    if (tp * pp) % nnodes == 0:
+        return None
+    return ("tp-size %d x pp-size %d = %d is not divisible by nnodes %d: SGLang asserts "
+            "(tp_size * pp_size) %% nnodes == 0 and will not start; choose nnodes among the divisors of %d."
+            % (tp, pp, tp * pp, nnodes, tp * pp))
+
+
+def check_gpu_count(ctx):
+    skipped = no_gpu_info(ctx, "GPU count")
+    if skipped:
+        return skipped
+    tp, pp, nnodes = parallel(ctx)
+    if nnodes < 1 or (tp * pp) % nnodes:
+        return None  # K26-NNODES-DIVISOR reports it
+    per_node = tp * pp // nnodes
+    base = as_int(opt(ctx, "base-gpu-id"), 0)
+    present = gpus_present(ctx)
+    layout = "tp-size %d x pp-size %d%s" % (tp, pp, " / nnodes %d" % nnodes if nnodes > 1 else "")
+    if per_node + base > present:
+        return ("%s needs %d GPUs on this node%s but %d are present: SGLang fails when it starts the workers; "
+                "make tp-size x pp-size at most %d (%d GPU(s) x %d node(s)), or add GPUs."
+                % (layout, per_node, " from base-gpu-id %d" % base if base else "", present,
+                   (present - base) * nnodes, present - base, nnodes))
+    if per_node + base < present:
+        return (WARNING, "%s uses %d of the %d GPUs present; the other %d stay idle. Set pp-size or tp-size so "
+                         "that tp-size x pp-size = %d per node, unless they are meant for something else."
+                % (layout, per_node, present, present - per_node - base, present))
+    return None
+
+
+def check_expected_gpus(ctx):
+    expected = ctx.get("expected_gpus")
+    if expected is None:
+        return None
+    skipped = no_gpu_info(ctx, "expected GPU count (%d)" % expected)
+    if skipped:
+        return skipped
+    present = gpus_present(ctx)
+    if present == expected:
+        return None
+    return ("%d GPUs expected but %d listed by nvidia-smi: a GPU may have fallen off the bus or be hidden "
+            "(CUDA_VISIBLE_DEVICES, failed card); check `nvidia-smi -L` and dmesg before starting." % (expected, present))
+
+
+def check_no_gpu(ctx):
+    if ctx.get("simulator") or gpus_present(ctx) > 0:
+        return None
+    error = (ctx.get("gpu") or {}).get("nvidia_smi_error") or "GPU facts not gathered"
+    if error == "nvidia-smi not found":
+        return (WARNING, "no NVIDIA driver yet (nvidia-smi not found): the GPU rules were skipped. The nvidia_cuda "
+                         "role installs the driver; run preflight again before starting SGLang.")
+    return ("no GPU usable on a GPU host: %s. SGLang cannot start; fix the driver (reboot after an upgrade, "
+            "load the module) or set the simulator mode for a host without GPU." % error)
+
+
+def check_attention_arch(ctx):
+    backends = attention_backends(ctx)
+    checked = {key: b for key, b in backends.items() if b in ATTENTION_ARCH}
+    if not checked:
+        return None
+    skipped = no_gpu_info(ctx, "attention backend vs GPU architecture")
+    if skipped:
+        return skipped
+    mla = ctx.get("mla", True)
+    problems = []
+    suggestion = set()
+    for cc in (ctx.get("gpu") or {}).get("compute_capabilities") or []:
+        major = (cc_tuple(cc) or (0, 0))[0]
+        for key, backend in sorted(checked.items()):
+            rule = ATTENTION_ARCH[backend]
+            if major not in rule["mla" if mla else "other"]:
+                problems.append("%s %s on compute capability %s (%s)" % (key, backend, cc, rule["hint"]))
+                if mla and major in MLA_DEFAULT_BACKEND:
+                    suggestion.add(MLA_DEFAULT_BACKEND[major])
+    if not problems:
+        return None
+    fix = ("use attention-backend: %s or leave it unset so SGLang picks one" % "/".join(sorted(suggestion))
+           if suggestion else "leave it unset so SGLang picks a backend for this GPU")
+    return ("%s: SGLang refuses this backend, some only after the weights are loaded (an hour for K2.6); %s."
+            % ("; ".join(problems), fix))
+
+
+def check_gpu_arch_supported(ctx):
+    if gpus_present(ctx) == 0:
+        return None
+    old = [cc for cc in (ctx.get("gpu") or {}).get("compute_capabilities") or []
+           if cc_tuple(cc) and cc_tuple(cc) < MIN_COMPUTE_CAPABILITY]
+    if not old:
+        return None
+    return ("compute capability %s: CUDA 13 (which SGLang 0.5.20+ requires) dropped Maxwell, Pascal and Volta; "
+            "these GPUs cannot run it. Use Turing (7.5) or newer." % ", ".join(old))
+
+
+def check_model_missing(ctx):
+    model = ctx.get("model")
+    if not model:
+        return None
+    if not model.get("path"):
+        return "no model-path in the options: SGLang requires it; set model-path to the checkpoint directory."
+    if model.get("hub_id"):
+        return (WARNING, "model-path %s is not a local directory: SGLang would download it at start (about a "
+                         "terabyte for K2.6, hours of start-up); download it first and point model-path at the "
+                         "directory." % model["path"])
+    if not model.get("exists"):
+        return ("model directory %s does not exist: SGLang would fail (or try to download %s) at start; "
+                "download the weights there first or fix model-path." % (model.get("path"), model.get("path")))
+    if not model.get("is_dir"):
+        return "model-path %s is not a directory; point it at the checkpoint directory." % model.get("path")
+    if not model.get("has_config"):
+        return ("model directory %s has no config.json: not a complete Hugging Face checkpoint (download "
+                "interrupted?); finish the download." % model.get("path"))
+    return None
+
+
+def check_model_too_large(ctx):
+    model = ctx.get("model")
+    if not model or not model.get("exists") or not model.get("size_bytes"):
+        return None
+    skipped = no_gpu_info(ctx, "model size vs GPU memory")
+    if skipped:
+        return skipped
+    tp, pp, nnodes = parallel(ctx)
+    gpus = (ctx.get("gpu") or {}).get("gpus") or []
+    mems = [g["memory_total_mib"] for g in gpus if g.get("memory_total_mib")]
+    if not mems:
+        return None
+    used = min(tp * pp, len(mems) * max(nnodes, 1))
+    fraction_set = opt(ctx, "mem-fraction-static")
+    fraction = as_float(fraction_set, ASSUMED_MEM_FRACTION)
+    budget = used * min(mems) * (1 << 20) * fraction
+    size = model["size_bytes"]
+    where = "%d GPU(s) x %d MiB x mem-fraction-static %s%s" % (
+        used, min(mems), fraction, "" if fraction_set is not None else " (not set; assumed)")
+    if size > budget:
+        return ("model %s is %s but the weights may use only %s (%s): SGLang runs out of memory while loading; "
+                "use more GPUs/nodes (pp-size, nnodes), a quantised checkpoint, or a higher mem-fraction-static."
+                % (model.get("path"), gib(size), gib(budget), where))
+    if size > MODEL_TIGHT_RATIO * budget:
+        return (WARNING, "model %s is %s of a %s budget (%s): little room is left for the KV cache; expect a short "
+                         "max context or few concurrent requests." % (model.get("path"), gib(size), gib(budget), where))
+    return None
+
+
+def check_cache_disk(ctx):
+    cache = ctx.get("cache")
+    if not cache or cache.get("free_bytes") is None or not cache.get("min_free_bytes"):
+        return None
+    if cache["free_bytes"] >= cache["min_free_bytes"]:
+        return None
+    return ("only %s free for the caches at %s (at least %s wanted): Triton/inductor/FlashInfer caches then fail "
+            "or get evicted and every restart recompiles for 30+ minutes instead of ~90 s; free space or point "
+            "the cache directory at a larger disk." % (gib(cache["free_bytes"]), cache.get("path"),
+                                                       gib(cache["min_free_bytes"])))
+
+
+def check_driver_too_old(ctx):
+    if gpus_present(ctx) == 0:
+        return None
+    gpu = ctx.get("gpu") or {}
+    minimum = ctx.get("min_driver_version") or DEFAULT_MIN_DRIVER_VERSION
+    problems = []
+    driver = gpu.get("driver_version")
+    if driver and version_tuple(driver) and version_tuple(driver) < version_tuple(minimum):
+        problems.append("driver %s is older than %s" % (driver, minimum))
+    cuda = gpu.get("cuda_driver_version")
+    if cuda and version_tuple(cuda) and version_tuple(cuda) < version_tuple(MIN_CUDA_DRIVER_API):
+        problems.append("the driver supports CUDA %s only" % cuda)
+    if not problems:
+        return None
+    return ("%s: SGLang 0.5.20+ needs CUDA 13 (driver >= %s); CUDA initialisation fails at start. Install the "
+            "580 branch (role nvidia_cuda) and reboot." % ("; ".join(problems), minimum))
+
+
+def check_open_kernel_module(ctx):
+    if gpus_present(ctx) == 0:
+        return None
+    gpu = ctx.get("gpu") or {}
+    if gpu.get("kernel_module") != "proprietary":
+        return None
+    blackwell = [cc for cc in gpu.get("compute_capabilities") or [] if (cc_tuple(cc) or (0, 0))[0] >= 10]
+    if blackwell:
+        return ("proprietary kernel module on Blackwell (compute capability %s): Blackwell requires the open "
+                "kernel modules; install nvidia-open (580 branch) and reboot." % ", ".join(blackwell))
+    return (WARNING, "proprietary kernel module loaded: NVIDIA recommends the open kernel modules for Hopper; "
+                     "install nvidia-open at the next driver change.")
+
+
+def check_fabric_manager(ctx):
+    gpu = ctx.get("gpu") or {}
+    if not gpu.get("nvswitch_present"):
+        return None
+    fm = gpu.get("fabric_manager") or {}
+    if not fm.get("installed"):
+        return ("NVSwitch system (%d switch(es)) without Fabric Manager: CUDA initialisation fails with error 802; "
+                "install nvidia-fabricmanager-<driver version> matching driver %s exactly and start it."
+                % (gpu.get("nvswitch_count") or 0, gpu.get("driver_version")))
+    if fm.get("active") is False:
+        return ("Fabric Manager is installed but nvidia-fabricmanager is not active on this NVSwitch system: "
+                "CUDA initialisation fails with error 802; `systemctl enable --now nvidia-fabricmanager`.")
+    if fm.get("active") is None:
+        return (WARNING, "NVSwitch system: Fabric Manager is installed but its state is unknown (systemd not "
+                         "running); make sure nv-fabricmanager runs, or CUDA initialisation fails with error 802.")
+    return None
+
+
+def check_removed_options(ctx):
+    removed = ["%s (use %s)" % (key, REMOVED_OPTIONS[key]) for key in sorted(ctx["options"]) if key in REMOVED_OPTIONS]
+    if not removed:
+        return None
+    return ("option(s) removed from SGLang in 0.5.20: %s. argparse rejects them and the service would not start; "
+            "rename them." % "; ".join(removed))
+
+
+def check_deprecated_options(ctx):
+    found = ["%s (use %s)" % (key, DEPRECATED_OPTIONS[key]) for key in sorted(ctx["options"])
+             if key in DEPRECATED_OPTIONS and as_bool(ctx["options"][key])]
+    if not found:
+        return None
+    return ("deprecated option(s) %s: SGLang 0.5.23 refuses them in a --config file "
+            "('Unsupported config option ... DeprecatedStoreTrueAction')." % "; ".join(found))
+
+
+def check_speculative_pp(ctx):
+    algorithm = opt(ctx, "speculative-algorithm")
+    _tp, pp, _nnodes = parallel(ctx)
+    if not algorithm or pp <= 1:
+        return None
+    return ("speculative-algorithm %s with pp-size %d: SGLang restricts speculative decoding with pipeline "
+            "parallelism (EAGLE without multi-layer, and only with prefill disaggregation unless "
+            "SGLANG_ENABLE_PP_SPEC is set) and may refuse it only after loading; test this combination on one "
+            "node first or drop speculative decoding." % (algorithm, pp))
+
+
+RULES = (
+    Rule("K26-CUDA-GRAPH-OFF", WARNING, "CUDA graphs disabled (explicitly or implicitly)", check_cuda_graph_off),
+    Rule("K26-PP-ASYNC-DEPTH", WARNING, "pp-async-batch-depth below pp-size", check_pp_async_depth),
+    Rule("K26-NNODES-DIVISOR", ERROR, "(tp-size x pp-size) not divisible by nnodes", check_nnodes_divisor),
+    Rule("K26-NO-GPU", ERROR, "no usable GPU on a GPU host", check_no_gpu),
+    Rule("K26-GPU-COUNT", ERROR, "tp-size x pp-size does not match the GPUs present", check_gpu_count),
+    Rule("K26-GPU-EXPECTED", ERROR, "GPU count differs from the expected one", check_expected_gpus),
+    Rule("K26-ATTN-ARCH", ERROR, "attention backend does not run on this GPU architecture", check_attention_arch),
+    Rule("K26-GPU-ARCH-UNSUPPORTED", ERROR, "GPU too old for CUDA 13", check_gpu_arch_supported),
+    Rule("K26-MODEL-MISSING", ERROR, "model directory missing or incomplete", check_model_missing),
+    Rule("K26-MODEL-TOO-LARGE", ERROR, "model larger than the GPU memory budget", check_model_too_large),
+    Rule("K26-CACHE-DISK", ERROR, "too little disk for the caches", check_cache_disk),
+    Rule("K26-DRIVER-TOO-OLD", ERROR, "NVIDIA driver too old for CUDA 13", check_driver_too_old),
+    Rule("K26-OPEN-KERNEL-MODULE", ERROR, "proprietary kernel module where the open one is required",
+         check_open_kernel_module),
+    Rule("K26-FABRIC-MANAGER", ERROR, "Fabric Manager missing on an NVSwitch system", check_fabric_manager),
+    Rule("K26-REMOVED-OPTION", ERROR, "option removed from SGLang", check_removed_options),
+    Rule("K26-DEPRECATED-OPTION", ERROR, "deprecated option refused in the config file", check_deprecated_options),
+    Rule("K26-SPEC-PP", WARNING, "speculative decoding with pipeline parallelism", check_speculative_pp),
+)
+RULE_IDS = tuple(rule.id for rule in RULES)
+
+
+def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=None, cache=None,
+                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True):
+    return {
+        "options": normalize_options(options),
+        "gpu": gpu,
+        "simulator": bool(simulator),
+        "expected_gpus": expected_gpus,
+        "model": model,
+        "cache": cache,
+        "min_driver_version": min_driver_version or DEFAULT_MIN_DRIVER_VERSION,
+        "mla": mla,
+    }
+
+
+def evaluate(ctx, rules=RULES, severity_overrides=None):
+    """Run the rules; return findings [{id, severity, title, message}] in rule order.
+
+    ``severity_overrides`` maps a rule id to error|warning|info|off; it applies to the error and warning
+    findings of that rule (info findings stay info) and 'off' drops the rule.
+    """
+    overrides = severity_overrides or {}
+    findings = []
+    for rule in rules:
+        override = overrides.get(rule.id)
+        if override == SEVERITY_OFF:
+            continue
+        result = rule.check(ctx)
+        if not result:
+            continue
+        severity, message = result if isinstance(result, tuple) else (rule.severity, result)
+        if override in SEVERITIES and severity != INFO:
+            severity = override
+        findings.append({"id": rule.id, "severity": severity, "title": rule.title, "message": message})
+    return findings
+
+
+def count(findings, severity):
+    return sum(1 for finding in findings if finding["severity"] == severity)
+
+
+def format_finding(finding):
+    return "%-7s %s: %s" % (finding["severity"].upper(), finding["id"], finding["message"])

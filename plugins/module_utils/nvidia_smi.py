@@ -1,0 +1,372 @@
+# -*- coding: utf-8 -*-
+"""Read NVIDIA GPU facts from nvidia-smi, /proc and /sys; sample load. Shared by nvidia_gpu_facts and sglang_preflight.
+
+Parsing is pure (text in, dicts out) so that it can be tested on recorded output. Gathering takes a
+``runner`` callable ``runner(argv) -> (rc, stdout, stderr)`` (AnsibleModule.run_command fits) and a small
+``host`` object for file-system access, so that it can be tested without a GPU.
+
+No nvidia-smi, no driver, no GPU: gpu_count 0 is a fact, never an exception.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import re
+import time
+
+# --query-gpu field -> (key in the facts, converter name)
+GPU_QUERY_FIELDS = (
+    ("index", "index", "int"),
+    ("name", "name", "str"),
+    ("uuid", "uuid", "str"),
+    ("pci.bus_id", "pci_bus_id", "str"),
+    ("memory.total", "memory_total_mib", "int"),
+    ("compute_cap", "compute_capability", "str"),
+    ("persistence_mode", "persistence_mode", "bool"),
+    ("power.limit", "power_limit_w", "float"),
+    ("driver_version", "driver_version", "str"),
+)
+
+SAMPLE_QUERY_FIELDS = (
+    ("index", "index", "int"),
+    ("utilization.gpu", "utilization_gpu_pct", "float"),
+    ("power.draw", "power_draw_w", "float"),
+    ("clocks.sm", "clocks_sm_mhz", "float"),
+    ("power.limit", "power_limit_w", "float"),
+)
+SAMPLE_METRICS = ("utilization_gpu_pct", "power_draw_w", "clocks_sm_mhz")
+
+NVIDIA_SMI_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin", "/opt/nvidia/bin")
+PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
+SYS_PCI_DEVICES = "/sys/bus/pci/devices"
+NVIDIA_PCI_VENDOR = "0x10de"
+# PCI class 0x0680xx: bridge, "other". NVSwitch chips present themselves with it (HGX/DGX baseboards).
+NVSWITCH_PCI_CLASS_PREFIX = "0x0680"
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
+FABRIC_MANAGER_BINARY = "nv-fabricmanager"
+FABRIC_MANAGER_UNIT_DIRS = ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
+
+# Values nvidia-smi prints when a field has no value on this GPU/driver.
+_MISSING = frozenset(("", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]",
+                      "[insufficient permissions]", "[gpu is lost]", "[requested functionality has been deprecated]"))
+
+
+def parse_value(raw, kind):
+    """Convert one nvidia-smi CSV cell; every 'no value' spelling becomes None."""
+    if raw is None:
+        return None
+    text = raw.strip()
+    if text.lower() in _MISSING or text.startswith("[") and text.endswith("]"):
+        return None
+    try:
+        if kind == "int":
+            return int(float(text))
+        if kind == "float":
+            return float(text)
+    except ValueError:
+        return None
+    if kind == "bool":
+        low = text.lower()
+        if low in ("enabled", "yes", "on", "true", "1"):
+            return True
+        if low in ("disabled", "no", "off", "false", "0"):
+            return False
+        return None
+    return text
+
+
+def parse_csv(text, fields):
+    """Parse ``--format=csv,noheader,nounits`` output for the given field table into a list of dicts.
+
+    Lines that do not have one cell per field (messages such as "No devices were found") are skipped.
+    """
+    rows = []
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    for cells in csv.reader(lines, skipinitialspace=True):
+        if len(cells) != len(fields):
+            continue
+        rows.append({key: parse_value(cell, kind) for cell, (_field, key, kind) in zip(cells, fields)})
+    return rows
+
+
+def query_argv(nvidia_smi, fields):
+    return [nvidia_smi, "--query-gpu=" + ",".join(field for field, _key, _kind in fields),
+            "--format=csv,noheader,nounits"]
+
+
+def parse_gpu_query(text):
+    """Per-GPU facts from the --query-gpu output (GPU_QUERY_FIELDS order), sorted by index."""
+    return sorted(parse_csv(text, GPU_QUERY_FIELDS), key=lambda gpu: (gpu["index"] is None, gpu["index"]))
+
+
+_BANNER_DRIVER = re.compile(r"Driver Version:\s*([0-9][0-9.]*)")
+_BANNER_CUDA = re.compile(r"CUDA Version:\s*([0-9][0-9.]*)")
+_BANNER_SMI = re.compile(r"NVIDIA-SMI\s+([0-9][0-9.]*)")
+
+
+def parse_banner(text):
+    """Driver and CUDA (driver API) versions from the plain `nvidia-smi` banner; None where absent."""
+    text = text or ""
+    found = {}
+    for key, pattern in (("nvidia_smi_version", _BANNER_SMI), ("driver_version", _BANNER_DRIVER),
+                         ("cuda_driver_version", _BANNER_CUDA)):
+        match = pattern.search(text)
+        found[key] = match.group(1) if match else None
+    return found
+
+
+def parse_kernel_module(text):
+    """'open', 'proprietary' or None from /proc/driver/nvidia/version (None: no driver loaded)."""
+    if not text or "NVRM" not in text:
+        return None
+    return "open" if "Open Kernel Module" in text else "proprietary"
+
+
+_NVCC_RELEASE = re.compile(r"release\s+([0-9]+\.[0-9]+)\s*,\s*V([0-9][0-9.]*)")
+
+
+def parse_nvcc_version(text):
+    """('13.0', '13.0.88') from `nvcc --version`; (None, None) when not recognised."""
+    match = _NVCC_RELEASE.search(text or "")
+    if not match:
+        return None, None
+    return match.group(1), match.group(2)
+
+
+def detect_nvswitch(pci_devices):
+    """Number of NVSwitch PCI functions in [(vendor, class), ...] read from /sys/bus/pci/devices/*/{vendor,class}."""
+    count = 0
+    for vendor, pci_class in pci_devices:
+        if (vendor or "").strip().lower() == NVIDIA_PCI_VENDOR and \
+                (pci_class or "").strip().lower().startswith(NVSWITCH_PCI_CLASS_PREFIX):
+            count += 1
+    return count
+
+
+def classify_smi_failure(rc, out, err):
+    """A short, stable reason for an nvidia-smi that answered without GPU rows."""
+    text = "%s\n%s" % (out or "", err or "")
+    low = text.lower()
+    if "no devices were found" in low:
+        return "no devices were found"
+    if "driver/library version mismatch" in low:
+        return "driver/library version mismatch (driver upgraded without reboot?)"
+    if "couldn't communicate with the nvidia driver" in low or "could not communicate" in low:
+        return "nvidia-smi could not communicate with the NVIDIA driver (driver not loaded?)"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return "nvidia-smi exited with %s: %s" % (rc, first[:300]) if rc else (first[:300] or None)
+
+
+def version_tuple(version):
+    """'580.65.06' -> (580, 65, 6); None or junk -> None."""
+    if version is None:
+        return None
+    parts = re.findall(r"\d+", str(version))
+    return tuple(int(part) for part in parts) if parts else None
+
+
+def _stats(values):
+    if not values:
+        return {"mean": None, "min": None, "max": None}
+    return {"mean": round(sum(values) / len(values), 2), "min": min(values), "max": max(values)}
+
+
+def summarize_samples(rows):
+    """Per-GPU mean/min/max of SAMPLE_METRICS over sample rows (dicts from SAMPLE_QUERY_FIELDS).
+
+    Missing values ([N/A]) are left out of the statistics; ``samples`` counts the rows seen for the GPU.
+    """
+    per_gpu = {}
+    for row in rows:
+        if row.get("index") is None:
+            continue
+        per_gpu.setdefault(row["index"], []).append(row)
+    summary = []
+    for index in sorted(per_gpu):
+        gpu_rows = per_gpu[index]
+        entry = {"index": index, "samples": len(gpu_rows)}
+        for metric in SAMPLE_METRICS:
+            entry[metric] = _stats([row[metric] for row in gpu_rows if row.get(metric) is not None])
+        limits = [row["power_limit_w"] for row in gpu_rows if row.get("power_limit_w")]
+        entry["power_limit_w"] = limits[-1] if limits else None
+        mean_power = entry["power_draw_w"]["mean"]
+        entry["power_draw_pct_of_limit"] = (round(100.0 * mean_power / entry["power_limit_w"], 1)
+                                            if mean_power is not None and entry["power_limit_w"] else None)
+        summary.append(entry)
+    return summary
+
+
+class Host:
+    """File-system access used while gathering; tests substitute a fake."""
+
+    def read(self, path):
+        try:
+            with open(path, "r", encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except (IOError, OSError):
+            return None
+
+    def exists(self, path):
+        return os.path.exists(path)
+
+    def is_executable(self, path):
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+
+    def glob(self, pattern):
+        return sorted(glob.glob(pattern))
+
+    def environ_path(self):
+        return os.environ.get("PATH", "")
+
+
+def find_executable(host, name, extra_dirs=()):
+    """First executable ``name`` on PATH, then in extra_dirs; None if absent."""
+    dirs = [d for d in host.environ_path().split(os.pathsep) if d] + list(extra_dirs)
+    seen = set()
+    for directory in dirs:
+        if directory in seen:
+            continue
+        seen.add(directory)
+        candidate = os.path.join(directory, name)
+        if host.is_executable(candidate):
+            return candidate
+    return None
+
+
+def nvcc_dirs(host):
+    """/usr/local/cuda/bin first, then /usr/local/cuda-X.Y/bin newest first."""
+    versioned = [d for d in host.glob("/usr/local/cuda-*/bin")]
+    versioned.sort(key=lambda d: version_tuple(d) or (), reverse=True)
+    return ["/usr/local/cuda/bin"] + versioned
+
+
+def pci_devices(host):
+    devices = []
+    for device in host.glob(os.path.join(SYS_PCI_DEVICES, "*")):
+        devices.append((host.read(os.path.join(device, "vendor")), host.read(os.path.join(device, "class"))))
+    return devices
+
+
+def fabric_manager_state(host, runner):
+    """{'installed': bool, 'active': bool or None (None: no systemctl to ask), 'binary': path or None}."""
+    binary = find_executable(host, FABRIC_MANAGER_BINARY, ("/usr/bin", "/usr/sbin"))
+    unit = any(host.exists(os.path.join(d, FABRIC_MANAGER_UNIT + ".service")) for d in FABRIC_MANAGER_UNIT_DIRS)
+    active = None
+    systemctl = find_executable(host, "systemctl", ("/usr/bin", "/bin"))
+    if systemctl and host.exists("/run/systemd/system"):
+        rc, out, _err = runner([systemctl, "is-active", FABRIC_MANAGER_UNIT])
+        active = (out or "").strip() == "active"
+    return {"installed": bool(binary or unit), "active": active, "binary": binary}
+
+
+def empty_facts():
+    return {
+        "gpu_count": 0,
+        "gpus": [],
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "kernel_module": None,
+        "nvcc_version": None,
+        "nvcc_build": None,
+        "nvcc_path": None,
+        "nvidia_smi_path": None,
+        "nvidia_smi_error": None,
+        "compute_capabilities": [],
+        "nvswitch_present": False,
+        "nvswitch_count": 0,
+        "fabric_manager": {"installed": False, "active": None, "binary": None},
+    }
+
+
+def query_gpus(runner, nvidia_smi):
+    """Run the per-GPU query; retry without fields an older driver does not know (compute_cap < 510)."""
+    fields = list(GPU_QUERY_FIELDS)
+    rc, out, err = runner(query_argv(nvidia_smi, fields))
+    if rc != 0 and "compute_cap" in "%s%s" % (out, err) and "not a valid field" in ("%s%s" % (out, err)).lower():
+        fields = [f for f in fields if f[0] != "compute_cap"]
+        rc, out, err = runner(query_argv(nvidia_smi, fields))
+    gpus = sorted(parse_csv(out if rc == 0 else "", fields), key=lambda gpu: (gpu["index"] is None, gpu["index"]))
+    for gpu in gpus:
+        gpu.setdefault("compute_capability", None)
+    return rc, out, err, gpus
+
+
+def gather_facts(runner, host=None, nvidia_smi=None):
+    """All GPU facts of this host. Never raises for a missing driver or GPU."""
+    host = host or Host()
+    facts = empty_facts()
+
+    facts["kernel_module"] = parse_kernel_module(host.read(PROC_DRIVER_VERSION))
+
+    nvcc = find_executable(host, "nvcc", nvcc_dirs(host))
+    if nvcc:
+        rc, out, err = runner([nvcc, "--version"])
+        facts["nvcc_path"] = nvcc
+        facts["nvcc_version"], facts["nvcc_build"] = parse_nvcc_version(out if rc == 0 else "")
+
+    # PCI functions (present whether or not a driver is loaded) or the driver's per-switch device nodes.
+    facts["nvswitch_count"] = max(detect_nvswitch(pci_devices(host)), len(host.glob("/dev/nvidia-nvswitch[0-9]*")))
+    facts["nvswitch_present"] = facts["nvswitch_count"] > 0
+    facts["fabric_manager"] = fabric_manager_state(host, runner)
+
+    smi = nvidia_smi or find_executable(host, "nvidia-smi", NVIDIA_SMI_DIRS)
+    if not smi:
+        facts["nvidia_smi_error"] = "nvidia-smi not found"
+        return facts
+    facts["nvidia_smi_path"] = smi
+
+    rc, out, err, gpus = query_gpus(runner, smi)
+    if not gpus:
+        facts["nvidia_smi_error"] = classify_smi_failure(rc, out, err) or "nvidia-smi listed no GPU"
+        return facts
+
+    driver_versions = [gpu.pop("driver_version", None) for gpu in gpus]
+    facts["gpus"] = gpus
+    facts["gpu_count"] = len(gpus)
+    facts["driver_version"] = next((v for v in driver_versions if v), None)
+    facts["compute_capabilities"] = sorted({gpu["compute_capability"] for gpu in gpus if gpu["compute_capability"]},
+                                           key=lambda cc: version_tuple(cc) or ())
+
+    rc, out, err = runner([smi])
+    banner = parse_banner(out if rc == 0 else "")
+    facts["cuda_driver_version"] = banner["cuda_driver_version"]
+    facts["driver_version"] = facts["driver_version"] or banner["driver_version"]
+    return facts
+
+
+def sample(runner, nvidia_smi, seconds, interval, clock=time.monotonic, sleep=time.sleep):
+    """Query utilization, power and SM clock every ``interval`` s for ``seconds`` s; return the summary.
+
+    One nvidia-smi call per sample (portable, no long-running child to stop); the achieved number of
+    samples and duration are returned so that a slow nvidia-smi is visible.
+    """
+    argv = query_argv(nvidia_smi, SAMPLE_QUERY_FIELDS)
+    rows = []
+    calls = 0
+    failures = []
+    start = clock()
+    deadline = start + seconds
+    while True:
+        tick = clock()
+        rc, out, err = runner(argv)
+        calls += 1
+        if rc == 0:
+            rows.extend(parse_csv(out, SAMPLE_QUERY_FIELDS))
+        elif len(failures) < 3:
+            failures.append(classify_smi_failure(rc, out, err))
+        next_tick = tick + interval
+        if next_tick >= deadline:
+            break
+        delay = next_tick - clock()
+        if delay > 0:
+            sleep(delay)
+    return {
+        "sample_seconds": seconds,
+        "sample_interval": interval,
+        "sample_count": calls,
+        "duration_s": round(clock() - start, 2),
+        "errors": failures,
+        "gpus": summarize_samples(rows),
+    }

@@ -1,0 +1,278 @@
+"""k26_preflight_rules: one case per rule that fires and one that does not, as data; plus the module end to end."""
+import json
+
+import pytest
+
+from ansible.module_utils import k26_preflight_rules as r
+
+GIB = 1 << 30
+
+
+def gpu_facts(count, name, cc, mem_mib, driver="580.95.05", cuda="13.0", module="open", nvswitch=0, fm=None):
+    return {
+        "gpu_count": count,
+        "gpus": [{"index": i, "name": name, "uuid": "GPU-%d" % i, "pci_bus_id": "0000:%02x:00.0" % i,
+                  "memory_total_mib": mem_mib, "compute_capability": cc, "persistence_mode": True,
+                  "power_limit_w": 600.0} for i in range(count)],
+        "driver_version": driver if count else None,
+        "cuda_driver_version": cuda if count else None,
+        "kernel_module": module if count else None,
+        "compute_capabilities": [cc] if count else [],
+        "nvswitch_present": nvswitch > 0,
+        "nvswitch_count": nvswitch,
+        "fabric_manager": fm or {"installed": False, "active": None, "binary": None},
+        "nvidia_smi_error": None if count else "nvidia-smi not found",
+    }
+
+
+RTX8 = gpu_facts(8, "NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", 97887)
+H200X8_HGX = gpu_facts(8, "NVIDIA H200", "9.0", 143771, nvswitch=4,
+                       fm={"installed": True, "active": True, "binary": "/usr/bin/nv-fabricmanager"})
+H200X1 = gpu_facts(1, "NVIDIA H200", "9.0", 143771, driver="580.159.04")
+B200X8 = gpu_facts(8, "NVIDIA B200", "10.0", 183359)
+NO_GPU = gpu_facts(0, None, None, None)
+NO_GPU_DRIVER_BROKEN = dict(NO_GPU, nvidia_smi_error="driver/library version mismatch (driver upgraded without reboot?)")
+
+# The Kimi K2.6 profile for 8x RTX PRO 6000 (issue 3): PP8, depth 8, graphs on, triton on SM120.
+K26 = {
+    "model-path": "/models/Kimi-K2.6",
+    "served-model-name": "kimi-k2.6",
+    "tp-size": 1,
+    "pp-size": 8,
+    "pp-async-batch-depth": 8,
+    "attention-backend": "triton",
+    "mem-fraction-static": 0.88,
+    "trust-remote-code": True,
+    "tool-call-parser": "kimi_k2",
+    "reasoning-parser": "kimi_k2",
+}
+MODEL_OK = {"path": "/models/Kimi-K2.6", "hub_id": False, "exists": True, "is_dir": True, "has_config": True,
+            "size_bytes": 595 * GIB}
+CACHE_OK = {"path": "/var/cache/sglang", "free_bytes": 200 * GIB, "min_free_bytes": 50 * GIB}
+
+
+def ctx(options=None, drop=(), **kwargs):
+    opts = dict(K26)
+    opts.update(options or {})
+    for key in drop:
+        opts.pop(key, None)
+    base = dict(gpu=RTX8, simulator=False, expected_gpus=8, model=MODEL_OK, cache=CACHE_OK)
+    base.update(kwargs)
+    return r.build_context(opts, **base)
+
+
+# (rule id, case name, context, expected severity or None, substring of the message)
+CASES = [
+    ("K26-CUDA-GRAPH-OFF", "profile keeps graphs", ctx(), None, None),
+    ("K26-CUDA-GRAPH-OFF", "deprecated flag", ctx({"disable-cuda-graph": True}), "warning", "disable-cuda-graph is set"),
+    ("K26-CUDA-GRAPH-OFF", "underscore spelling", ctx({"disable_decode_cuda_graph": True}), "warning",
+     "disable-decode-cuda-graph"),
+    ("K26-CUDA-GRAPH-OFF", "backend disabled", ctx({"cuda-graph-backend-decode": "disabled"}), "warning", "disabled"),
+    ("K26-CUDA-GRAPH-OFF", "torch_native implicit", ctx({"attention-backend": "torch_native"}), "warning",
+     "torch native attention backend"),
+    ("K26-CUDA-GRAPH-OFF", "flex implicit", ctx({"attention-backend": "flex_attention"}), "warning", "Flex Attention"),
+    ("K26-CUDA-GRAPH-OFF", "enable-mis implicit", ctx({"enable-mis": True}), "warning", "enable-mis"),
+    ("K26-CUDA-GRAPH-OFF", "flag false", ctx({"disable-cuda-graph": False, "enable-mis": "false"}), None, None),
+    ("K26-CUDA-GRAPH-OFF", "prefill only stays quiet", ctx({"disable-prefill-cuda-graph": True}), None, None),
+    ("K26-PP-ASYNC-DEPTH", "depth = stages", ctx(), None, None),
+    ("K26-PP-ASYNC-DEPTH", "seed: depth 0", ctx({"pp-async-batch-depth": 0}), "warning",
+     "at most 1/8 (12%) of the GPUs are busy at once; set pp-async-batch-depth: 8"),
+    ("K26-PP-ASYNC-DEPTH", "depth unset", ctx(drop=["pp-async-batch-depth"]), "warning", "1/8 (12%)"),
+    ("K26-PP-ASYNC-DEPTH", "depth 4", ctx({"pp-async-batch-depth": 4}), "warning", "4/8 (50%)"),
+    ("K26-PP-ASYNC-DEPTH", "no pipeline", ctx({"pp-size": 1, "tp-size": 8, "pp-async-batch-depth": 0}), None, None),
+    ("K26-NNODES-DIVISOR", "one node", ctx(), None, None),
+    ("K26-NNODES-DIVISOR", "2 nodes divide 8", ctx({"nnodes": 2}), None, None),
+    ("K26-NNODES-DIVISOR", "3 nodes", ctx({"nnodes": 3}), "error", "not divisible by nnodes 3"),
+    ("K26-NO-GPU", "GPUs present", ctx(), None, None),
+    ("K26-NO-GPU", "simulator", ctx(gpu=NO_GPU, simulator=True), None, None),
+    ("K26-NO-GPU", "bare host before the driver", ctx(gpu=NO_GPU), "warning", "nvidia-smi not found"),
+    ("K26-NO-GPU", "broken driver", ctx(gpu=NO_GPU_DRIVER_BROKEN), "error", "version mismatch"),
+    ("K26-GPU-COUNT", "8 of 8", ctx(), None, None),
+    ("K26-GPU-COUNT", "PP8 on one H200", ctx(gpu=H200X1), "error", "needs 8 GPUs on this node but 1 are present"),
+    ("K26-GPU-COUNT", "PP4 on 8", ctx({"pp-size": 4, "pp-async-batch-depth": 4}), "warning", "uses 4 of the 8"),
+    ("K26-GPU-COUNT", "two nodes, 4 each, 4 present",
+     ctx({"nnodes": 2}, gpu=gpu_facts(4, "NVIDIA H200", "9.0", 143771)), None, None),
+    ("K26-GPU-COUNT", "base-gpu-id overflow", ctx({"base-gpu-id": 1}), "error", "from base-gpu-id 1"),
+    ("K26-GPU-COUNT", "simulator: info", ctx(gpu=NO_GPU, simulator=True), "info", "simulator host"),
+    ("K26-GPU-EXPECTED", "8 expected, 8 found", ctx(), None, None),
+    ("K26-GPU-EXPECTED", "not asked", ctx(expected_gpus=None, gpu=H200X1), None, None),
+    ("K26-GPU-EXPECTED", "a card missing", ctx(gpu=gpu_facts(7, "X", "12.0", 97887)), "error", "8 GPUs expected but 7"),
+    ("K26-ATTN-ARCH", "triton on SM120", ctx(), None, None),
+    ("K26-ATTN-ARCH", "fa3 on SM90", ctx({"attention-backend": "fa3"}, gpu=H200X8_HGX), None, None),
+    ("K26-ATTN-ARCH", "fa3 on SM120", ctx({"attention-backend": "fa3"}), "error",
+     "fa3 on compute capability 12.0"),
+    ("K26-ATTN-ARCH", "fa3 on SM100", ctx({"decode-attention-backend": "fa3"}, gpu=B200X8), "error",
+     "use attention-backend: trtllm_mla"),
+    ("K26-ATTN-ARCH", "trtllm_mla on SM90", ctx({"attention-backend": "trtllm_mla"}, gpu=H200X8_HGX), "error",
+     "Blackwell-only"),
+    ("K26-ATTN-ARCH", "trtllm_mla on SM100", ctx({"attention-backend": "trtllm_mla"}, gpu=B200X8), None, None),
+    ("K26-ATTN-ARCH", "cutedsl_mla on SM120", ctx({"attention-backend": "cutedsl_mla"}), "error", "SM100-only"),
+    ("K26-ATTN-ARCH", "simulator: info", ctx({"attention-backend": "fa3"}, gpu=NO_GPU, simulator=True), "info",
+     "not checked"),
+    ("K26-GPU-ARCH-UNSUPPORTED", "SM120", ctx(), None, None),
+    ("K26-GPU-ARCH-UNSUPPORTED", "Volta", ctx(gpu=gpu_facts(8, "Tesla V100", "7.0", 32768)), "error", "7.0"),
+    ("K26-MODEL-MISSING", "present", ctx(), None, None),
+    ("K26-MODEL-MISSING", "not checked", ctx(model=None), None, None),
+    ("K26-MODEL-MISSING", "missing", ctx(model=dict(MODEL_OK, exists=False, is_dir=False, has_config=False)),
+     "error", "does not exist"),
+    ("K26-MODEL-MISSING", "no config.json", ctx(model=dict(MODEL_OK, has_config=False)), "error", "no config.json"),
+    ("K26-MODEL-MISSING", "hub id", ctx(model={"path": "moonshotai/Kimi-K2.6", "hub_id": True}), "warning",
+     "not a local directory"),
+    ("K26-MODEL-MISSING", "no model-path", ctx(model={"path": None}), "error", "no model-path"),
+    ("K26-MODEL-TOO-LARGE", "595 GiB on 8x96 GiB at 0.88", ctx(), None, None),
+    ("K26-MODEL-TOO-LARGE", "PP8 on one H200",
+     ctx({"pp-size": 1, "pp-async-batch-depth": 0}, gpu=H200X1), "error", "runs out of memory"),
+    ("K26-MODEL-TOO-LARGE", "tight", ctx(model=dict(MODEL_OK, size_bytes=620 * GIB)), "warning",
+     "little room is left for the KV cache"),
+    ("K26-MODEL-TOO-LARGE", "fraction not set", ctx(drop=["mem-fraction-static"],
+                                                     model=dict(MODEL_OK, size_bytes=700 * GIB)),
+     "error", "(not set; assumed)"),
+    ("K26-MODEL-TOO-LARGE", "simulator: info", ctx(gpu=NO_GPU, simulator=True), "info", "not checked"),
+    ("K26-CACHE-DISK", "200 GiB free", ctx(), None, None),
+    ("K26-CACHE-DISK", "10 GiB free", ctx(cache=dict(CACHE_OK, free_bytes=10 * GIB)), "error",
+     "only 10.0 GiB free for the caches"),
+    ("K26-DRIVER-TOO-OLD", "580.95.05", ctx(), None, None),
+    ("K26-DRIVER-TOO-OLD", "no GPU: nothing", ctx(gpu=NO_GPU, simulator=True), None, None),
+    ("K26-DRIVER-TOO-OLD", "575 driver", ctx(gpu=gpu_facts(8, "X", "12.0", 97887, driver="575.57.08", cuda="12.9")),
+     "error", "driver 575.57.08 is older than 580.65.06; the driver supports CUDA 12.9 only"),
+    ("K26-DRIVER-TOO-OLD", "580.65.06 exactly", ctx(gpu=gpu_facts(8, "X", "12.0", 97887, driver="580.65.06")),
+     None, None),
+    ("K26-OPEN-KERNEL-MODULE", "open on Blackwell", ctx(), None, None),
+    ("K26-OPEN-KERNEL-MODULE", "proprietary on Blackwell",
+     ctx(gpu=gpu_facts(8, "X", "12.0", 97887, module="proprietary")), "error", "Blackwell requires the open"),
+    ("K26-OPEN-KERNEL-MODULE", "proprietary on Hopper",
+     ctx(gpu=gpu_facts(8, "NVIDIA H200", "9.0", 143771, module="proprietary")), "warning", "recommends"),
+    ("K26-FABRIC-MANAGER", "PCIe box", ctx(), None, None),
+    ("K26-FABRIC-MANAGER", "HGX with FM active", ctx(gpu=H200X8_HGX), None, None),
+    ("K26-FABRIC-MANAGER", "HGX without FM", ctx(gpu=gpu_facts(8, "NVIDIA H200", "9.0", 143771, nvswitch=4)),
+     "error", "error 802"),
+    ("K26-FABRIC-MANAGER", "HGX with FM stopped",
+     ctx(gpu=gpu_facts(8, "NVIDIA H200", "9.0", 143771, nvswitch=4,
+                       fm={"installed": True, "active": False, "binary": None})), "error", "not active"),
+    ("K26-FABRIC-MANAGER", "HGX, no systemd",
+     ctx(gpu=gpu_facts(8, "NVIDIA H200", "9.0", 143771, nvswitch=4,
+                       fm={"installed": True, "active": None, "binary": None})), "warning", "state is unknown"),
+    ("K26-REMOVED-OPTION", "current flags", ctx({"cuda-graph-max-bs-decode": 256}), None, None),
+    ("K26-REMOVED-OPTION", "cuda-graph-max-bs", ctx({"cuda-graph-max-bs": 256}), "error",
+     "cuda-graph-max-bs (use cuda-graph-max-bs-decode"),
+    ("K26-REMOVED-OPTION", "--cuda_graph_bs spelling", ctx({"--cuda_graph_bs": [1, 2]}), "error", "cuda-graph-bs"),
+    ("K26-DEPRECATED-OPTION", "none", ctx(), None, None),
+    ("K26-DEPRECATED-OPTION", "disable-cuda-graph in the file", ctx({"disable-cuda-graph": True}), "error",
+     "DeprecatedStoreTrueAction"),
+    ("K26-DEPRECATED-OPTION", "set to false", ctx({"enable-dp-attention": False}), None, None),
+    ("K26-SPEC-PP", "no speculative", ctx(), None, None),
+    ("K26-SPEC-PP", "EAGLE3 with PP8", ctx({"speculative-algorithm": "EAGLE3"}), "warning", "SGLANG_ENABLE_PP_SPEC"),
+    ("K26-SPEC-PP", "DFLASH without PP", ctx({"speculative-algorithm": "DFLASH", "pp-size": 1, "tp-size": 8}),
+     None, None),
+]
+RULES = {rule.id: rule for rule in r.RULES}
+
+
+@pytest.mark.parametrize("rule_id, name, context, severity, text", CASES,
+                         ids=["%s: %s" % (c[0], c[1]) for c in CASES])
+def test_rule(rule_id, name, context, severity, text):
+    findings = r.evaluate(context, rules=[RULES[rule_id]])
+    if severity is None:
+        assert findings == [], findings
+        return
+    (finding,) = findings
+    assert finding["id"] == rule_id and finding["severity"] == severity
+    assert text in finding["message"], finding["message"]
+
+
+def test_every_rule_has_a_firing_and_a_quiet_case():
+    fired = {c[0] for c in CASES if c[3] in (r.ERROR, r.WARNING)}
+    quiet = {c[0] for c in CASES if c[3] is None}
+    assert set(r.RULE_IDS) == fired == quiet
+    assert len(set(r.RULE_IDS)) == len(r.RULE_IDS)
+
+
+def test_issue_list_is_covered():
+    for rule_id in ("K26-CUDA-GRAPH-OFF", "K26-PP-ASYNC-DEPTH", "K26-GPU-COUNT", "K26-NNODES-DIVISOR",
+                    "K26-ATTN-ARCH", "K26-MODEL-MISSING", "K26-MODEL-TOO-LARGE", "K26-CACHE-DISK",
+                    "K26-DRIVER-TOO-OLD", "K26-FABRIC-MANAGER"):
+        assert rule_id in r.RULE_IDS
+
+
+def test_profile_is_clean_on_its_target():
+    assert r.evaluate(ctx()) == []
+
+
+def test_simulator_host_reports_no_errors_for_gpu_rules():
+    findings = r.evaluate(ctx(gpu=NO_GPU, simulator=True, expected_gpus=8, model=None))
+    assert {f["severity"] for f in findings} == {r.INFO}
+    assert {f["id"] for f in findings} == {"K26-GPU-COUNT", "K26-GPU-EXPECTED"}
+
+
+def test_seed_configuration_gives_both_seed_findings():
+    seed = ctx({"disable-cuda-graph": True, "pp-async-batch-depth": 0})
+    ids = [f["id"] for f in r.evaluate(seed)]
+    assert ids[:2] == ["K26-CUDA-GRAPH-OFF", "K26-PP-ASYNC-DEPTH"]
+
+
+def test_severity_overrides():
+    seed = ctx({"pp-async-batch-depth": 0})
+    (finding,) = r.evaluate(seed, severity_overrides={"K26-PP-ASYNC-DEPTH": "error"})
+    assert finding["severity"] == "error"
+    assert r.evaluate(seed, severity_overrides={"K26-PP-ASYNC-DEPTH": "off"}) == []
+    info = r.evaluate(ctx(gpu=NO_GPU, simulator=True, model=None), severity_overrides={"K26-GPU-COUNT": "error"})
+    assert {f["severity"] for f in info} == {r.INFO}
+
+
+def test_normalize_options():
+    assert r.normalize_options({"--pp_size": 8, "PP-Async_Batch-Depth": 8}) == {"pp-size": 8,
+                                                                               "pp-async-batch-depth": 8}
+
+
+def test_format_finding():
+    line = r.format_finding({"id": "K26-X", "severity": "warning", "message": "m"})
+    assert line == "WARNING K26-X: m"
+
+
+# ---------------------------------------------------------------- the module
+
+def run_module(args, capsys):
+    import sglang_preflight
+    from ansible.module_utils.testing import patch_module_args
+
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            sglang_preflight.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_module_passes_and_measures_model(tmp_path, capsys):
+    model = tmp_path / "Kimi-K2.6"
+    (model / "sub").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "sub" / "w.safetensors").write_bytes(b"x" * 1000)
+    (model / "link.safetensors").symlink_to(model / "sub" / "w.safetensors")  # counted once
+    options = dict(K26, **{"model-path": str(model), "api-key": "sekrit-value"})
+    rc, result = run_module({"options": options, "gpu_facts": RTX8, "expected_gpus": 8,
+                             "cache_dir": str(tmp_path / "cache" / "sglang"), "min_cache_free_gb": 0.001}, capsys)
+    assert rc == 0, result
+    assert result["error_count"] == 0 and result["findings"] == [] and result["changed"] is False
+    assert result["model"]["size_bytes"] == 1002
+    assert result["cache"]["checked_path"] == str(tmp_path)
+    assert "sekrit-value" not in json.dumps(result)
+
+
+def test_module_fails_on_errors_with_findings(capsys):
+    options = dict(K26, **{"pp-async-batch-depth": 0, "cuda-graph-max-bs": 256})
+    rc, result = run_module({"options": options, "gpu_facts": H200X1, "check_model": False}, capsys)
+    assert rc == 1 and result["failed"] is True
+    assert "K26-GPU-COUNT" in result["msg"] and "K26-REMOVED-OPTION" in result["msg"]
+    assert result["warning_count"] == 1 and result["error_count"] == 2
+    assert any(line.startswith("WARNING K26-PP-ASYNC-DEPTH: pp-size 8 with pp-async-batch-depth 0")
+               for line in result["lines"])
+
+
+def test_module_simulator_host(capsys):
+    rc, result = run_module({"options": K26, "gpu_facts": NO_GPU, "simulator": True, "check_model": False}, capsys)
+    assert rc == 0 and result["error_count"] == 0 and result["info_count"] == 1
+
+
+def test_module_rejects_unknown_override(capsys):
+    rc, result = run_module({"options": K26, "gpu_facts": RTX8, "check_model": False,
+                             "severity_overrides": {"K26-NOPE": "error"}}, capsys)
+    assert rc == 1 and "K26-NOPE" in result["msg"]
