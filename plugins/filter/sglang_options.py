@@ -40,6 +40,10 @@ def merge_options(*layers):
             raise AnsibleFilterError("SGLang options must be a mapping, got %s" % type(layer).__name__)
         for name, value in layer.items():
             key = option_key(name)
+            if key in RESERVED_OPTIONS:
+                # Refused here, before the merged mapping (which would carry a secret) can be shown anywhere.
+                raise AnsibleFilterError("SGLang option '%s' cannot be set in the options: use %s instead"
+                                         % (key, RESERVED_OPTIONS[key]))
             if value is None:
                 merged.pop(key, None)
             else:
@@ -79,13 +83,9 @@ def _int(options, key, default):
         raise AnsibleFilterError("SGLang option %s must be an integer, got %r" % (key, value))
 
 
-def option_problems(options, gpu_count, api_key_set=False, allow_public_without_key=False, user_options=None):
+def option_problems(options, gpu_count, api_key_set=False, allow_public_without_key=False):
     """Every reason the effective options cannot work, as messages that say what to change. Empty = fine."""
     problems = []
-    for name in (user_options or {}):
-        key = option_key(name)
-        if key in RESERVED_OPTIONS:
-            problems.append("sglang_service_options sets '%s': use %s instead" % (key, RESERVED_OPTIONS[key]))
     model_path = options.get("model-path")
     if not model_path or not str(model_path).strip():
         problems.append("no model path: set sglang_service_model_path to the model directory (or hub id)")
