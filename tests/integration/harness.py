@@ -8,6 +8,7 @@ podman connection and returns the task's result as a dict (the json callback: no
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 import textwrap
@@ -67,7 +68,7 @@ class SystemdContainer:
         subprocess.run(["podman", "rm", "-f", "-t", "0", self.name], capture_output=True)
 
 
-def run_playbook(playbook, inventory, extra_env=None, check=False, timeout=900):
+def run_playbook(playbook, inventory, extra_env=None, check=False, timeout=900, extra_args=()):
     """Run a playbook with the json callback; returns (rc, parsed json output)."""
     env = dict(os.environ)
     env.update({
@@ -80,6 +81,7 @@ def run_playbook(playbook, inventory, extra_env=None, check=False, timeout=900):
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", inventory, playbook]
     if check:
         cmd.append("--check")
+    cmd.extend(extra_args)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     # Progress lines of long waits (display.display) come before the callback's JSON document.
     start = 0 if proc.stdout.startswith("{") else proc.stdout.find("\n{") + 1
@@ -115,3 +117,12 @@ def run_task(container, task, check=False, extra_env=None):
     results = [r for name, r in task_results(data, container.name) if name == "task under test"]
     assert results, "the task did not run: %s" % json.dumps(data)[-2000:]
     return results[0]
+
+
+def demo_inventory(container, directory):
+    """Write an inventory in `directory` for `container` in group sglang_servers, with the demo's group_vars."""
+    directory = Path(directory)
+    shutil.copytree(ROOT / "inventories" / "demo" / "group_vars", directory / "group_vars")
+    (directory / "hosts.yml").write_text(yaml.safe_dump({"sglang_servers": {"hosts": {container.name: {
+        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+    return str(directory)

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Wall time of deploy_k26.yml: the first converge of a fresh container vs an idempotent re-run.
+
+Uses the demo inventory's settings (simulator mode) against a fresh container of its own, and prints both
+times, the ratio, and whether the re-run changed anything or restarted the service.
+
+Usage: .venv/bin/python bench/deploy_time.py [--runs 2]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+from harness import SystemdContainer, demo_inventory, run_playbook  # noqa: E402
+
+
+def deploy(inventory):
+    start = time.monotonic()
+    rc, data = run_playbook(str(ROOT / "deploy_k26.yml"), inventory)
+    elapsed = time.monotonic() - start
+    if rc != 0:
+        raise SystemExit("deploy failed (rc %d): %s" % (rc, data.get("stats")))
+    changed = sum(s.get("changed", 0) for s in data["stats"].values())
+    return elapsed, changed
+
+
+def invocation(box):
+    return box.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2, help="fresh containers to deploy (first + re-run each)")
+    args = parser.parse_args()
+    firsts, reruns = [], []
+    for n in range(args.runs):
+        box = SystemdContainer("k26-bench-deploy-%d-%d" % (os.getpid(), n))
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                demo_inventory(box, tmp)
+                first, changed_first = deploy(tmp)
+                before = invocation(box)
+                rerun, changed_rerun = deploy(tmp)
+                restarted = invocation(box) != before
+        finally:
+            box.remove()
+        firsts.append(first)
+        reruns.append(rerun)
+        print("run %d: first converge %.1f s (%d changed), re-run %.1f s (%d changed, service %s)"
+              % (n + 1, first, changed_first, rerun, changed_rerun, "RESTARTED" if restarted else "not restarted"))
+    first, rerun = statistics.median(firsts), statistics.median(reruns)
+    print("median: first converge %.1f s, idempotent re-run %.1f s, ratio re-run/first %.2f" % (first, rerun, rerun / first))
+
+
+if __name__ == "__main__":
+    main()

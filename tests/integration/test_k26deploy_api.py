@@ -1,0 +1,92 @@
+"""k26deploy's Python API and CLI running the real playbooks through ansible-runner against a container."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import k26deploy
+from harness import ROOT, VENV_BIN, SystemdContainer, demo_inventory
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    """A fresh container and an inventory for it with the demo's settings; deployed once."""
+    box = SystemdContainer("k26-it-api-%d" % os.getpid())
+    inventory = demo_inventory(box, tmp_path_factory.mktemp("inventory"))
+    events = []
+    first = k26deploy.deploy(inventory=inventory, event_callback=events.append)
+    try:
+        yield box, inventory, first, events
+    finally:
+        box.remove()
+
+
+def invocation(box):
+    return box.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
+
+
+def test_deploy_reaches_ready_and_reports_it(target):
+    box, _, result, events = target
+    assert result.exit_code == 0, result.to_json()
+    host = result.hosts[box.name]
+    assert host.ready and host.reason == "ready"
+    assert host.model_id == "kimi-k2.6" and host.endpoint == "http://127.0.0.1:30000"
+    assert host.simulator is True and host.restarted is True
+    assert host.time_to_ready > 0
+    assert result.stats[box.name].failed == 0 and result.stats[box.name].changed > 0
+
+
+def test_no_event_is_lost(target):
+    _, _, result, events = target
+    on_disk = list((Path(result.artifacts_dir) / "job_events").glob("*.json"))
+    assert len(events) == result.events_seen == len(on_disk) > 50
+    assert any(e.get("event") == "playbook_on_stats" for e in events)
+
+
+def test_second_deploy_changes_nothing_and_keeps_the_service(target):
+    box, inventory, _, _ = target
+    before = invocation(box)
+    result = k26deploy.deploy(inventory=inventory)
+    assert result.exit_code == 0, result.to_json()
+    assert result.stats[box.name].changed == 0
+    assert result.hosts[box.name].restarted is False
+    assert invocation(box) == before
+
+
+def test_bad_input_fails_before_anything_changes(target):
+    box, inventory, _, _ = target
+    before = invocation(box)
+    result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_pp_size": 3})
+    assert result.exit_code == 2, result.to_json()
+    host = result.hosts[box.name]
+    assert host.bad_input and "pp-size 3 does not divide the 8 GPUs" in host.msg
+    assert result.stats[box.name].changed == 0
+    assert invocation(box) == before
+
+
+def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
+    box, inventory, _, _ = target
+    bad_env = {"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_FAILURE": "crash_loading"}
+    result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_environment": bad_env})
+    assert result.exit_code == 1, result.to_json()
+    host = result.hosts[box.name]
+    assert not host.ready and host.reason == "unit_failed"
+    assert any("CUDA out of memory" in line for line in host.journal_excerpt)
+    assert host.rolled_back is True
+    status = k26deploy.status(inventory=inventory)
+    assert status.exit_code == 0 and status.hosts[box.name].ready
+
+
+def test_cli_status_json(target):
+    box, inventory, _, _ = target
+    proc = subprocess.run([str(VENV_BIN / "k26deploy"), "status", "-i", inventory, "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["hosts"][box.name]["ready"] is True
+    assert data["hosts"][box.name]["model_id"] == "kimi-k2.6"
