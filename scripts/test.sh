@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Every test of the project, in the order that fails fastest:
+#   lint (ansible-lint production profile) -> module docs (ansible-test validate-modules)
+#   -> unit tests -> integration tests (real systemd in podman containers) -> Molecule scenarios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/setup_sglang_cpu.sh
+export PATH=$PWD/.venv/bin:$PATH
+export ANSIBLE_CONFIG=$PWD/ansible.cfg
+source scripts/image.env
+export K26_IMAGE
+
+step() { printf '\n===== %s =====\n' "$*"; }
+
+step "ansible-lint (production profile)"
+ansible-lint --profile production
+
+step "ansible-test sanity: validate-modules"
+tests/sanity/validate_modules.sh
+
+step "pytest: unit and integration tests"
+python -m pytest -v -p no:cacheprovider tests
+
+step "molecule: default and failure scenarios"
+for scenario in default failure; do
+  molecule test -s "$scenario"
+done
