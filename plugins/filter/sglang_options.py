@@ -16,10 +16,19 @@ ATTENTION_BACKENDS = (
     "dual_chunk_flash_attn", "nsa", "intel_xpu",
 )
 
-# Options that must not be set through the free-form mapping, with what to use instead.
+# Options that must not be set through the free-form mapping, with what to use instead: the role's readiness
+# gate, status and rollback read the structured variables, and secrets must stay out of printed mappings.
 RESERVED_OPTIONS = {
     "api-key": "sglang_service_api_key",
+    "admin-api-key": "a secret this role does not manage (keep it out of printed options)",
+    "ssl-keyfile-password": "a secret this role does not manage (keep it out of printed options)",
     "config": "the role (it owns the config file)",
+    "model-path": "sglang_service_model_path",
+    "served-model-name": "sglang_service_served_model_name",
+    "host": "sglang_service_host",
+    "port": "sglang_service_port",
+    "tp-size": "sglang_service_tp_size",
+    "pp-size": "sglang_service_pp_size",
 }
 
 
@@ -30,9 +39,13 @@ def option_key(name):
     return name.strip().lstrip("-").replace("_", "-")
 
 
-def merge_options(*layers):
-    """Merge option mappings left to right; later layers win, None deletes."""
-    merged = {}
+def merge_options(base, *layers):
+    """Merge option mappings left to right; later layers win, None deletes.
+
+    `base` holds the options the role derives from its structured variables; the later layers (profile, user)
+    may not set the reserved ones.
+    """
+    merged = {option_key(name): value for name, value in (base or {}).items() if value is not None}
     for layer in layers:
         if layer is None:
             continue
@@ -110,6 +123,15 @@ def option_problems(options, gpu_count, api_key_set=False, allow_public_without_
         elif per_node > gpus:
             problems.append("tp-size %d x pp-size %d needs %d GPUs per node but the node has %d"
                             % (tp, pp, int(per_node), gpus))
+    fraction = options.get("mem-fraction-static")
+    if fraction is not None:
+        try:
+            fraction = float(fraction)
+        except (TypeError, ValueError):
+            fraction = -1.0
+        if not 0.0 < fraction < 1.0:
+            problems.append("mem-fraction-static %s is not a fraction: choose a value between 0 and 1 (e.g. 0.88)"
+                            % options.get("mem-fraction-static"))
     backend = options.get("attention-backend")
     if backend and backend not in ATTENTION_BACKENDS:
         problems.append("unknown attention backend '%s': choose one of %s" % (backend, ", ".join(ATTENTION_BACKENDS)))

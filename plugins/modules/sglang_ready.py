@@ -177,7 +177,9 @@ reason:
   description:
     - Why the wait ended. One of V(ready), V(unit_failed), V(crash_loop), V(unit_inactive), V(unit_missing),
       V(auth_failed), V(model_mismatch), V(warmup_failed), V(timeout), V(check_mode).
-    - Every reason but V(ready) and V(check_mode) fails the task.
+    - Every reason but V(ready) fails the task, except in check mode, which reports without failing. In check mode
+      the reason is the verdict of one observation (for example V(unit_failed) or V(ready)), or V(check_mode)
+      when one observation cannot decide (a server still loading).
   returned: when the wait ended
   type: str
   sample: unit_failed
@@ -366,7 +368,7 @@ def final_result(probe, state, settings, decision, obs, journal_lines, check_mod
     """The complete result of an ended wait (journal read here, after the decision)."""
     reason = decision.reason
     ready = reason == 'ready'
-    if check_mode and not ready:
+    if check_mode and not decision.done:
         reason = 'check_mode'
     if ready:
         lines = probe.journal_lines(state['invocation_ids'], JOURNAL_LAST_ENTRIES)
@@ -419,7 +421,7 @@ def main():
     if not decision.done and not module.check_mode:
         module.exit_json(**slice_result(probe, state))
     result = final_result(probe, state, settings, decision, obs, params['journal_lines'], module.check_mode)
-    if result['reason'] in ('ready', 'check_mode'):
+    if result['reason'] == 'ready' or module.check_mode:
         module.exit_json(**result)
     module.fail_json(**result)
 

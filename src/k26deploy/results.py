@@ -107,32 +107,30 @@ def is_bad_input_action(task_action: str | None) -> bool:
     if not task_action:
         return False
     action = str(task_action)
-    return action in BAD_INPUT_ACTIONS or action.split(".")[-1] == "sglang_preflight"
+    return action in BAD_INPUT_ACTIONS or action.split(".")[-1] in ("sglang_preflight", "sglang_args_check")
 
 
-#: assert/fail tasks in these files check inputs (the roles' option checks, the preflight play)
+#: these files only compute and check inputs (the roles' option checks, the preflight play): any failure there
+#: (an assert, or a filter refusing an option) is bad input
 BAD_INPUT_TASK_PATH = re.compile(
     r"(^|/)(playbooks/preflight|roles/[^/]+/tasks/(options|validate[^/]*|preflight[^/]*))\.ya?ml(:\d+)?$"
 )
-_CHECK_ACTIONS = frozenset({"assert", "fail"})
 
 
 def is_bad_input_failure(task_action: str | None, task_path: str | None = None,
                          res: Mapping[str, Any] | None = None) -> bool:
     """Does this failed task mean "the input is wrong, nothing was changed"?
 
-    * ``validate_argument_spec`` (role argument specs) or the ``sglang_preflight`` module;
-    * an ``assert``/``fail`` task from ``playbooks/preflight.yml`` or from a role's
-      ``tasks/options.yml``, ``tasks/validate*.yml`` or ``tasks/preflight*.yml``;
+    * ``validate_argument_spec`` (role argument specs), the ``sglang_preflight`` or ``sglang_args_check`` module;
+    * any task from ``playbooks/preflight.yml`` or from a role's ``tasks/options.yml``, ``tasks/validate*.yml``
+      or ``tasks/preflight*.yml``;
     * any task whose result carries ``k26_bad_input: true``.
     """
     if is_bad_input_action(task_action):
         return True
     if isinstance(res, Mapping) and res.get("k26_bad_input") is True:
         return True
-    if task_action and str(task_action).split(".")[-1] in _CHECK_ACTIONS and task_path:
-        return bool(BAD_INPUT_TASK_PATH.search(str(task_path)))
-    return False
+    return bool(task_path and BAD_INPUT_TASK_PATH.search(str(task_path)))
 
 
 def _text(value: Any) -> str | None:

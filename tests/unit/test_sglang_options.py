@@ -9,10 +9,17 @@ GOOD = {"model-path": "/srv/models/Kimi-K2.6", "host": "127.0.0.1", "port": 3000
 
 
 def test_layers_merge_in_order_with_normalised_keys_and_null_removes():
-    base = {"pp_size": 8, "--host": "127.0.0.1", "disable-cuda-graph": True}
-    profile = {"pp-async-batch-depth": 8}
-    user = {"disable_cuda_graph": None, "pp-size": 4}
-    assert merge_options(base, profile, user) == {"host": "127.0.0.1", "pp-async-batch-depth": 8, "pp-size": 4}
+    base = {"pp_size": 8, "--host": "127.0.0.1", "attention-backend": None}
+    profile = {"pp-async-batch-depth": 8, "disable-cuda-graph": True}
+    user = {"disable_cuda_graph": None, "pp_async_batch_depth": 4}
+    assert merge_options(base, profile, user) == {"host": "127.0.0.1", "pp-async-batch-depth": 4, "pp-size": 8}
+
+
+@pytest.mark.parametrize("name, variable", [("port", "sglang_service_port"), ("served_model_name",
+                                            "sglang_service_served_model_name"), ("--pp-size", "sglang_service_pp_size")])
+def test_options_the_role_reads_back_must_come_from_its_variables(name, variable):
+    with pytest.raises(AnsibleFilterError, match=variable):
+        merge_options(GOOD, {name: 1})
 
 
 def test_merge_rejects_a_non_mapping():
@@ -47,6 +54,7 @@ def test_good_options_have_no_problems():
     ({"host": "0.0.0.0"}, 8, "no API key is set"),
     ({"nnodes": 3}, 8, "not divisible by nnodes 3"),
     ({"pp-size": 0}, 8, "pp-size must be >= 1"),
+    ({"mem-fraction-static": 1.5}, 8, "mem-fraction-static 1.5 is not a fraction"),
 ])
 def test_each_bad_input_is_named(change, gpus, message):
     problems = option_problems(dict(GOOD, **change), gpus)

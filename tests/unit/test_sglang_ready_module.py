@@ -191,9 +191,16 @@ def test_api_key_is_masked_in_the_result(fake_probe, capsys):
 def test_check_mode_looks_once_and_never_fails(fake_probe, capsys):
     script = [(0.0, unit('failed', 'failed', 'exit-code', 1, 1), None, None)]
     result = run_module({'unit': 'sglang.service', 'resume': {}}, script, capsys, check_mode=True)
-    assert result['reason'] == 'check_mode'
+    # One look suffices to know the unit failed: the reason says so, but check mode does not fail the task.
+    assert result['reason'] == 'unit_failed'
     assert result['ready'] is False and not result.get('failed') and result['changed'] is False
     assert 'resume' not in result
+
+
+def test_check_mode_says_check_mode_when_one_look_cannot_decide(fake_probe, capsys):
+    result = run_module({'unit': 'sglang.service'}, [(1.0, unit(), REFUSED, None)], capsys, check_mode=True)
+    assert result['reason'] == 'check_mode' and result['phase'] == 'loading'
+    assert result['ready'] is False and not result.get('failed')
 
 
 def test_check_mode_reports_ready(fake_probe, capsys):
