@@ -77,7 +77,7 @@ def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
     host = result.hosts[box.name]
     # The unit restarts on failure: the first crash is noticed as the start of a crash loop.
     assert not host.ready and host.reason == "crash_loop"
-    assert any("CUDA out of memory" in line for line in host.journal_excerpt)
+    assert "CUDA out of memory" in host.journal_excerpt
     assert host.rolled_back is True
     status = k26deploy.status(inventory=inventory)
     assert status.exit_code == 0 and status.hosts[box.name].ready
@@ -91,3 +91,16 @@ def test_cli_status_json(target):
     data = json.loads(proc.stdout)
     assert data["hosts"][box.name]["ready"] is True
     assert data["hosts"][box.name]["model_id"] == "kimi-k2.6"
+
+
+def test_rollback_of_a_port_and_key_change_waits_on_the_restored_server(target):
+    box, inventory, _, _ = target
+    change = {"sglang_service_port": 30001, "sglang_service_api_key": "a-new-key-that-never-worked",
+              "sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_FAILURE": "crash_loading"}}
+    result = k26deploy.deploy(inventory=inventory, extra_vars=change)
+    assert result.exit_code == 1, result.to_json()
+    host = result.hosts[box.name]
+    assert host.reason == "crash_loop" and host.rolled_back is True, host.msg
+    assert "serving again" in host.summary["rollback_outcome"]
+    # The restored server answers on its own port again.
+    assert box.exec("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/ready").stdout == "200"
