@@ -16,6 +16,8 @@ import os
 import re
 import tempfile
 
+from ansible.module_utils.k26_preflight_rules import normalize_key
+
 RESULT_MARKER = "K26_SGLANG_ARGS_CHECK_RESULT="
 
 # Option names whose values are secrets (dashed form).
@@ -79,12 +81,12 @@ def secret_values(options, extra_args=None):
     """Values of secret options in a mapping (any spelling) and in an argv-style list."""
     secrets = []
     for key, value in (options or {}).items():
-        if str(key).strip().lstrip("-").replace("_", "-").lower() in SECRET_OPTION_KEYS and value not in (None, ""):
+        if normalize_key(key) in SECRET_OPTION_KEYS and value not in (None, ""):
             secrets.append(str(value))
     args = [str(a) for a in (extra_args or [])]
     for i, arg in enumerate(args):
         name, sep, inline = arg.partition("=")
-        if name.lstrip("-").replace("_", "-").lower() in SECRET_OPTION_KEYS and arg.startswith("--"):
+        if normalize_key(name) in SECRET_OPTION_KEYS and arg.startswith("--"):
             if sep and inline:
                 secrets.append(inline)
             elif i + 1 < len(args):

@@ -182,6 +182,7 @@ from ansible.module_utils.k26_preflight_rules import (
     count,
     evaluate,
     format_finding,
+    normalize_key,
 )
 from ansible.module_utils.nvidia_smi import gather_facts
 from ansible.module_utils.sglang_args import secret_values
@@ -283,7 +284,7 @@ def main():
     if params["check_model"]:
         options = params["options"] or {}
         path = params["model_path"] or next(
-            (v for k, v in options.items() if str(k).lstrip("-").replace("_", "-") in ("model-path", "model")), None)
+            (v for k, v in options.items() if normalize_key(k) in ("model-path", "model")), None)
         model = model_facts(path)
         if model is None:
             model = {"path": None, "hub_id": False, "exists": False, "is_dir": False, "has_config": False,
