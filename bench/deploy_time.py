@@ -27,7 +27,8 @@ def deploy(inventory):
     elapsed = time.monotonic() - start
     if rc != 0:
         raise SystemExit("deploy failed (rc %d): %s" % (rc, data.get("stats")))
-    changed = sum(s.get("changed", 0) for s in data["stats"].values())
+    changed = [name for play in data["plays"] for task in play["tasks"]
+               for name in [task["task"]["name"]] for res in task["hosts"].values() if res.get("changed")]
     return elapsed, changed
 
 
@@ -53,8 +54,9 @@ def main():
             box.remove()
         firsts.append(first)
         reruns.append(rerun)
-        print("run %d: first converge %.1f s (%d changed), re-run %.1f s (%d changed, service %s)"
-              % (n + 1, first, changed_first, rerun, changed_rerun, "RESTARTED" if restarted else "not restarted"))
+        print("run %d: first converge %.1f s (%d changed), re-run %.1f s (%d changed%s, service %s)"
+              % (n + 1, first, len(changed_first), rerun, len(changed_rerun),
+                 (": " + ", ".join(changed_rerun)) if changed_rerun else "", "RESTARTED" if restarted else "not restarted"))
     first, rerun = statistics.median(firsts), statistics.median(reruns)
     print("median: first converge %.1f s, idempotent re-run %.1f s, ratio re-run/first %.2f" % (first, rerun, rerun / first))
 

@@ -6,7 +6,7 @@ import pytest
 from ansible.module_utils.sglang_readiness import (
     PROBE_HEALTH_GENERATE, PROBE_READY, Settings, U_ACTIVATING, U_ACTIVE, U_BROKEN, U_DEACTIVATING,
     U_FAILED, U_INACTIVE, U_MISSING, U_RESTART_PENDING, advance, build_msg, classify_unit, count_restarts,
-    decode_message, describe_exit, error_lines, http_result, journal_excerpt, journal_matches, key_error_line,
+    clean_line, decode_message, describe_exit, error_lines, http_result, journal_excerpt, journal_matches, key_error_line,
     last_line, model_ids_from, new_state, parse_journal_json, parse_systemctl_show, timeout_reason,
     warmup_probe_due, would_restart,
 )
@@ -613,3 +613,15 @@ def test_msg_is_one_bounded_line():
     text = _msg('unit_failed', props=FAILED, key_line=long_error)
     assert '\n' not in text
     assert len(text) < 400
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("server_args=ServerArgs(model_path='m', api_key='s3cr3t', admin_api_key=None, port=30000)",
+     "server_args=ServerArgs(model_path='m', api_key='***', admin_api_key=None, port=30000)"),
+    ('launch --api-key s3cr3t --port 30000', "launch --api-key '***' --port 30000"),
+    ('ssl_keyfile_password="p a,ss" next', "ssl_keyfile_password='***' next"),
+    ('no secret here: api_keys are set in the config', 'no secret here: api_keys are set in the config'),
+])
+def test_secret_values_never_leave_the_journal_filter(line, expected):
+    assert clean_line(line) == expected
+    assert parse_journal_json(json.dumps({"MESSAGE": line})) == [expected]

@@ -254,7 +254,8 @@ def test_api_key_guards_the_api_only(start_sim):
     info = json.loads(sim.get("/server_info", key=API_KEY)[2])
     assert "api_key" not in info
     assert sim.get("/health")[0] == 200 and sim.get("/ready")[0] == 200
-    assert API_KEY not in sim.stderr and "api_key='***'" in sim.stderr
+    # Like SGLang 0.5.23, the start-up server_args line carries the key; readers of the journal must redact it.
+    assert "api_key=%r" % API_KEY in sim.stderr
 
 
 def test_streaming_chat_completion(start_sim):

@@ -344,9 +344,9 @@ def server_args_dict(args):
 
 
 def format_server_args(args):
-    """``ServerArgs(...)`` as SGLang logs it, with the API key masked."""
-    shown = dict(vars(args), api_key="***" if args.api_key else None)
-    return "ServerArgs(" + ", ".join(f"{key}={value!r}" for key, value in shown.items()) + ")"
+    """``ServerArgs(...)`` as SGLang 0.5.23 logs it at start: the API key in clear text, like the real server
+    (srt/entrypoints/engine.py), so that what reads the journal is tested against the real exposure."""
+    return "ServerArgs(" + ", ".join(f"{key}={value!r}" for key, value in vars(args).items()) + ")"
 
 
 # --------------------------------------------------------------------------- start-up plan
@@ -1188,7 +1188,8 @@ def main(argv=None, environ=None):
         except Fatal as fatal:
             log.raw(str(fatal), "error")
             return 1
-        print(f"OK: the options parse ({format_server_args(args)})")
+        shown = argparse.Namespace(**dict(vars(args), api_key="***" if args.api_key else None))
+        print(f"OK: the options parse ({format_server_args(shown)})")
         return 0
     simulator = Simulator(args, settings, log)
     try:
