@@ -4,13 +4,13 @@ H200_* strings were recorded on the reference H200 host (driver 580.159.04, CUDA
 The RTX PRO 6000 case is constructed in the same format (8 cards, compute capability 12.0, 600 W).
 """
 import fnmatch
-import json
 import os
 import stat
 
 import pytest
 
 from ansible.module_utils import nvidia_smi as smi
+from module_runner import run_module
 
 # ---------------------------------------------------------------- recorded on the H200 host
 H200_QUERY = ("0, NVIDIA H200, GPU-6c3b4754-af4c-eb9d-d9e6-00f6b9012628, 00000000:00:06.0, 143771, 9.0, "
@@ -348,15 +348,6 @@ case "$1" in
   *) printf '%s' "$K26_BANNER";;
 esac
 """
-
-
-def run_module(module, args, capsys):
-    from ansible.module_utils.testing import patch_module_args
-
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exc:
-            module.main()
-    return exc.value.code, json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from ansible.module_utils import k26_preflight_rules as r
+from module_runner import run_module as run_shared
 
 GIB = 1 << 30
 
@@ -233,12 +234,8 @@ def test_format_finding():
 
 def run_module(args, capsys):
     import sglang_preflight
-    from ansible.module_utils.testing import patch_module_args
 
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exc:
-            sglang_preflight.main()
-    return exc.value.code, json.loads(capsys.readouterr().out)
+    return run_shared(sglang_preflight, args, capsys)
 
 
 def test_module_passes_and_measures_model(tmp_path, capsys):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ansible.module_utils import sglang_args
+from module_runner import run_module as run_shared
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_PYTHON = ROOT / ".cache" / "sglang-venv" / "bin" / "python"
@@ -154,12 +155,8 @@ def fake_simulator(tmp_path):
 
 def run_module(args, capsys):
     import sglang_args_check
-    from ansible.module_utils.testing import patch_module_args
 
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exc:
-            sglang_args_check.main()
-    return exc.value.code, json.loads(capsys.readouterr().out)
+    return run_shared(sglang_args_check, args, capsys)
 
 
 def test_simulator_mode_ok_and_error(fake_simulator, capsys):

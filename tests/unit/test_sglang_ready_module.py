@@ -9,7 +9,7 @@ import os
 import pytest
 import yaml
 
-from ansible.module_utils.testing import patch_module_args
+from module_runner import run_module as run_shared
 from ansible.module_utils.sglang_readiness import PROBE_READY, http_result
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
@@ -88,10 +88,7 @@ def run_module(args, script, capsys, check_mode=False):
     args = dict(args, interval=0.001)
     if check_mode:
         args['_ansible_check_mode'] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            sglang_ready.main()
-    return json.loads(capsys.readouterr().out)
+    return run_shared(sglang_ready, args, capsys)[1]
 
 
 def doc(name):
@@ -226,10 +223,7 @@ def test_slice_without_decision_returns_resume_state(fake_probe, capsys):
 @pytest.mark.parametrize('args', [{'interval': 0}, {'timeout': -1}, {'progress_interval': 0}])
 def test_bad_parameters_fail_before_looking(args, fake_probe, capsys):
     FakeProbe.script = [(0.0, unit(), REFUSED, None)]
-    with patch_module_args(dict({'unit': 'sglang.service'}, **args)):
-        with pytest.raises(SystemExit):
-            sglang_ready.main()
-    result = json.loads(capsys.readouterr().out)
+    _, result = run_shared(sglang_ready, dict({'unit': 'sglang.service'}, **args), capsys)
     assert result['failed'] and 'must' in result['msg']
 
 
