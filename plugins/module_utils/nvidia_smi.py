@@ -11,6 +11,7 @@ No nvidia-smi, no driver, no GPU: gpu_count 0 is a fact, never an exception.
 from __future__ import annotations
 
 import csv
+import fnmatch
 import glob
 import os
 import re
@@ -47,6 +48,18 @@ NVSWITCH_PCI_CLASS_PREFIX = "0x0680"
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
 FABRIC_MANAGER_BINARY = "nv-fabricmanager"
 FABRIC_MANAGER_UNIT_DIRS = ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
+
+# Character-device groups, as the kernel registers them in /proc/devices (what systemd's DeviceAllow=char-NAME
+# matches, with shell globs, when a unit starts). The NVIDIA driver's names differ by flavour: the open module
+# registers "nvidia", "nvidiactl", "nvidia-uvm", "nvidia-caps", ...; the proprietary one "nvidia-frontend",
+# "nvidia-uvm", ... Every one of them starts with "nvidia".
+PROC_DEVICES = "/proc/devices"
+NVIDIA_DEVICE_GROUP_GLOB = "nvidia*"
+# RDMA for NCCL across nodes: the verbs devices have a group of their own; rdma_cm is a misc device (major 10,
+# shared with unrelated devices), so it is allowed by its path only.
+RDMA_DEVICE_GROUP = "infiniband_verbs"
+RDMA_DEVICE_DIR = "/dev/infiniband"
+RDMA_CM_DEVICE = RDMA_DEVICE_DIR + "/rdma_cm"
 
 # Values nvidia-smi prints when a field has no value on this GPU/driver.
 _MISSING = frozenset(("", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]",
@@ -157,6 +170,43 @@ def classify_smi_failure(rc, out, err):
         return "nvidia-smi could not communicate with the NVIDIA driver (driver not loaded?)"
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return "nvidia-smi exited with %s: %s" % (rc, first[:300]) if rc else (first[:300] or None)
+
+
+def parse_proc_devices(text):
+    """[(name, major)] of the character devices in /proc/devices (the block devices are left out)."""
+    devices = []
+    for line in (text or "").splitlines():
+        if line.strip().lower().startswith("block devices"):
+            break
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            devices.append((parts[1], int(parts[0])))
+    return devices
+
+
+def device_groups(char_devices):
+    """{name: major} of the NVIDIA and RDMA groups among [(name, major)]."""
+    return {name: major for name, major in char_devices
+            if fnmatch.fnmatchcase(name, NVIDIA_DEVICE_GROUP_GLOB) or name.startswith("infiniband")}
+
+
+def service_device_allow(char_devices, rdma_cm_present):
+    """systemd DeviceAllow= entries that give a service the GPUs (and RDMA) of a host with these devices.
+
+    One glob for the NVIDIA driver: systemd resolves it against /proc/devices when the unit starts, so it admits
+    exactly the NVIDIA groups registered then, for the open and the proprietary module alike, and a module loaded
+    after this was computed (nvidia-uvm is often loaded on first use) is still covered. Empty without an NVIDIA
+    driver: the service then gets PrivateDevices instead.
+    """
+    names = [name for name, _major in char_devices]
+    if not any(fnmatch.fnmatchcase(name, NVIDIA_DEVICE_GROUP_GLOB) for name in names):
+        return []
+    entries = ["char-%s rw" % NVIDIA_DEVICE_GROUP_GLOB]
+    if RDMA_DEVICE_GROUP in names:
+        entries.append("char-%s rw" % RDMA_DEVICE_GROUP)
+    if rdma_cm_present:
+        entries.append("%s rw" % RDMA_CM_DEVICE)
+    return entries
 
 
 def version_tuple(version):
@@ -277,6 +327,8 @@ def empty_facts():
         "nvswitch_present": False,
         "nvswitch_count": 0,
         "fabric_manager": {"installed": False, "active": None, "binary": None},
+        "device_groups": {},
+        "service_device_allow": [],
     }
 
 
@@ -310,6 +362,9 @@ def gather_facts(runner, host=None, nvidia_smi=None):
     facts["nvswitch_count"] = max(detect_nvswitch(pci_devices(host)), len(host.glob("/dev/nvidia-nvswitch[0-9]*")))
     facts["nvswitch_present"] = facts["nvswitch_count"] > 0
     facts["fabric_manager"] = fabric_manager_state(host, runner)
+    char_devices = parse_proc_devices(host.read(PROC_DEVICES))
+    facts["device_groups"] = device_groups(char_devices)
+    facts["service_device_allow"] = service_device_allow(char_devices, host.exists(RDMA_CM_DEVICE))
 
     smi = nvidia_smi or find_executable(host, "nvidia-smi", NVIDIA_SMI_DIRS)
     if not smi:

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: nvidia_gpu_facts
 short_description: Gather NVIDIA GPU, driver, CUDA and NVSwitch facts, and optionally sample GPU load
 description:
-  - Reads C(nvidia-smi) (per-GPU query and banner), C(/proc/driver/nvidia/version), C(nvcc --version),
+  - Reads C(nvidia-smi) (per-GPU query and banner), C(/proc/driver/nvidia/version), C(/proc/devices), C(nvcc --version),
     C(/sys/bus/pci/devices) and the Fabric Manager service on the target.
   - A host without C(nvidia-smi), without a loaded driver or without GPUs is reported with RV(gpu_count=0)
     and a reason in RV(nvidia_smi_error); that is a fact, not a failure.
@@ -188,6 +188,21 @@ fabric_manager:
       description: Path of C(nv-fabricmanager).
       type: str
       returned: always
+device_groups:
+  description: >-
+    The NVIDIA and RDMA character-device groups registered in C(/proc/devices), name to major number
+    (C(nvidia), C(nvidiactl), C(nvidia-uvm) with the open kernel module; C(nvidia-frontend) with the proprietary one).
+  returned: always
+  type: dict
+  sample: {"nvidia": 195, "nvidiactl": 195, "nvidia-uvm": 238, "nvidia-caps": 241}
+service_device_allow:
+  description:
+    - systemd C(DeviceAllow=) entries that give a service these GPUs (and RDMA devices for NCCL across nodes),
+      for the open and the proprietary kernel module alike; empty where no NVIDIA driver is loaded.
+  returned: always
+  type: list
+  elements: str
+  sample: ["char-nvidia* rw", "char-infiniband_verbs rw", "/dev/infiniband/rdma_cm rw"]
 sampling:
   description: Load samples per GPU; only when O(sample_seconds) is above zero and a GPU was found.
   returned: when sample_seconds > 0 and gpu_count > 0
