@@ -43,7 +43,7 @@ UNIT_PROPERTIES = (
     'NRestarts', 'MainPID', 'ExecMainPID', 'ExecMainCode', 'ExecMainStatus',
     'InvocationID', 'ExecMainStartTimestamp', 'ExecMainExitTimestamp',
     'ActiveEnterTimestamp', 'ActiveExitTimestamp', 'InactiveEnterTimestamp',
-    'InactiveExitTimestamp', 'StateChangeTimestamp', 'FragmentPath', 'UnitFileState',
+    'InactiveExitTimestamp', 'StateChangeTimestamp', 'FragmentPath', 'UnitFileState', 'Job',
 )
 
 # Unit classes returned by classify_unit().
@@ -388,6 +388,9 @@ def advance_unit(state, props, unit_class, elapsed, settings):
                          ('unit_missing' if unit_class == U_MISSING else 'unit_inactive'))
         if unit_class == U_DEACTIVATING and props.get('Result', 'success') != 'success':
             return _done(state, 'unit_failed')
+        # Only a queued start job may still bring it up: without one (and systemctl said so) it is final now.
+        if 'Job' in props and not props['Job'] and unit_class != U_DEACTIVATING:
+            return _done(state, 'unit_missing' if unit_class == U_MISSING else 'unit_inactive')
         if _grace_expired(state, 'not_started', elapsed, settings.startup_grace):
             return _done(state, 'unit_missing' if unit_class == U_MISSING else 'unit_inactive')
         return _wait(state, PHASE_STARTING, elapsed)
@@ -690,6 +693,9 @@ def build_msg(reason, state, settings, props, elapsed, key_line='', last_log='')
         if state.get('was_active'):
             return '%s stopped after having been active (now %s) after %.1fs%s%s' % (
                 unit, describe_unit(props), elapsed, _detail(key_line, props), see)
+        if 'Job' in props and not props['Job']:
+            return '%s is %s and no start job is queued; start it first (systemctl start %s)' % (
+                unit, describe_unit(props), unit)
         return ('%s is %s and was not started within startup_grace %gs; start it first '
                 '(systemctl start %s)') % (unit, describe_unit(props), settings.startup_grace, unit)
     if reason == 'unit_missing':

@@ -84,8 +84,8 @@ options:
     type: path
   startup_grace:
     description:
-      - Seconds an inactive (not failed) or not yet existing unit may stay so before the wait fails,
-        for example while its start job is still queued.
+      - Seconds an inactive (not failed) or not yet existing unit with a queued start job (systemd's C(Job)
+        property) may stay so before the wait fails. Without a queued job such a unit fails the wait at once.
     type: float
     default: 10
   model_mismatch_grace:

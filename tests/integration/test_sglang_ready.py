@@ -130,10 +130,12 @@ def test_right_api_key(container):
     assert res["ready"] is True, res.get("msg")
 
 
-def test_unit_missing(container):
-    res = wait(container, "no-such-unit", "http://127.0.0.1:1", startup_grace=1)
+def test_unit_missing_is_reported_without_waiting_for_the_startup_grace(container):
+    # No start job can be queued for a unit that does not exist. The grace is longer than the wait's timeout:
+    # had it applied, the reason would be "timeout".
+    res = wait(container, "no-such-unit", "http://127.0.0.1:1", startup_grace=10 * TIMEOUT)
     assert res["failed"] and res["reason"] == "unit_missing", res.get("msg")
-    assert res["elapsed"] < 15
+    assert res["unit_state"]["LoadState"] == "not-found" and res["unit_state"]["Job"] == ""
 
 
 def test_check_mode_reports_without_waiting(container):

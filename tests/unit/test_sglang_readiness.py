@@ -88,6 +88,7 @@ Names=nope.service
 LoadState=not-found
 ActiveState=inactive
 SubState=dead
+Job=
 StateChangeTimestampMonotonic=0
 InactiveEnterTimestampMonotonic=0
 LoadError=org.freedesktop.systemd1.NoSuchUnit "Unit nope.service not found."
@@ -137,11 +138,11 @@ def settings(**over):
 
 
 def unit(active='active', sub='running', nrestarts=0, inv=INV1, result='success', load='loaded',
-         restart='no', code=0, status=0):
+         restart='no', code=0, status=0, job=''):
     return {
         'Id': 'sglang.service', 'LoadState': load, 'ActiveState': active, 'SubState': sub, 'Result': result,
         'Restart': restart, 'NRestarts': str(nrestarts), 'InvocationID': inv, 'MainPID': '4242',
-        'ExecMainCode': str(code), 'ExecMainStatus': str(status),
+        'ExecMainCode': str(code), 'ExecMainStatus': str(status), 'Job': job,
     }
 
 
@@ -366,15 +367,18 @@ def test_models_are_not_asked_again_for_the_same_invocation():
                   obs(9.0, unit(active='activating', sub='auto-restart', restart='on-failure', result='exit-code',
                                 nrestarts=1, inv=INV2))],
                  {'max_restarts': 1}, 'crash_loop', 'loading', id='crash_loop beyond max_restarts 1'),
-    pytest.param([obs(0.0, unit(active='inactive', sub='dead')), obs(10.0, unit(active='inactive', sub='dead'))],
-                 {}, 'unit_inactive', 'starting', id='unit_inactive after startup_grace'),
+    pytest.param([obs(0.0, unit(active='inactive', sub='dead', job='78')),
+                  obs(10.0, unit(active='inactive', sub='dead', job='78'))],
+                 {}, 'unit_inactive', 'starting', id='unit_inactive after startup_grace (start job never ran)'),
+    pytest.param([obs(0.0, unit(active='inactive', sub='dead'))],
+                 {}, 'unit_inactive', 'starting', id='unit_inactive at once: no start job queued'),
+    pytest.param([obs(0.0, parse_systemctl_show(SHOW_NOT_FOUND))],
+                 {}, 'unit_missing', 'starting', id='unit_missing at once: no start job queued'),
     pytest.param([obs(0.0, unit(), REFUSED), obs(50.0, unit(active='inactive', sub='dead'))],
                  {}, 'unit_inactive', 'loading', id='inactive after having been active'),
     pytest.param([obs(0.0, unit(), REFUSED),
                   obs(50.0, unit(active='deactivating', sub='stop-sigterm', result='exit-code'))],
                  {}, 'unit_failed', 'loading', id='process exited: deactivating without restart'),
-    pytest.param([obs(0.0, parse_systemctl_show(SHOW_NOT_FOUND)), obs(10.5, parse_systemctl_show(SHOW_NOT_FOUND))],
-                 {}, 'unit_missing', 'starting', id='unit_missing after startup_grace'),
     pytest.param([obs(0.0, {}), obs(11.0, {})], {}, 'unit_missing', 'starting', id='systemctl cannot tell'),
     pytest.param([obs(95.0, unit(), http_result('/v1/models', 'http', 401))],
                  {}, 'auth_failed', 'http_up', id='auth_failed 401'),
@@ -396,10 +400,10 @@ def test_failure_reasons(observations, over, reason, phase):
 
 
 @pytest.mark.parametrize('observations, over', [
-    pytest.param([obs(0.0, unit(active='inactive', sub='dead')), obs(9.9, unit(active='inactive', sub='dead'))],
+    pytest.param([obs(0.0, unit(active='inactive', sub='dead', job='78')),
+                  obs(9.9, unit(active='inactive', sub='dead', job='78'))],
                  {}, id='inactive within startup_grace (queued start job)'),
-    pytest.param([obs(0.0, parse_systemctl_show(SHOW_NOT_FOUND)), obs(5.0, parse_systemctl_show(SHOW_NOT_FOUND))],
-                 {}, id='missing within startup_grace'),
+    pytest.param([obs(0.0, {}), obs(5.0, {})], {}, id='systemctl cannot tell, within startup_grace'),
     pytest.param([obs(0.0, unit(active='activating', sub='start'), REFUSED)], {}, id='refused while activating'),
     pytest.param([obs(0.0, unit(), REFUSED), obs(1000.0, unit(), REFUSED)], {}, id='refused while active'),
     pytest.param([obs(0.0, unit(), http_result('/v1/models', 'timeout'))], {}, id='HTTP timeout'),
@@ -583,8 +587,11 @@ FAILED = unit(active='failed', sub='failed', result='exit-code', code=1, status=
                         props=unit(active='activating', sub='auto-restart', result='exit-code', code=1, status=1)),
      'sglang.service crashed 1 time(s) during the wait, more than max_restarts 0 (systemd restarts it: now '
      'activating (auto-restart), result exit-code, NRestarts 0) after 12.3s (exit status 1); see journal_excerpt'),
-    ('unit_inactive', dict(props=unit(active='inactive', sub='dead')),
+    ('unit_inactive', dict(props=unit(active='inactive', sub='dead', job='78')),
      'sglang.service is inactive (dead) and was not started within startup_grace 10s; start it first '
+     '(systemctl start sglang.service)'),
+    ('unit_inactive', dict(props=unit(active='inactive', sub='dead')),
+     'sglang.service is inactive (dead) and no start job is queued; start it first '
      '(systemctl start sglang.service)'),
     ('unit_missing', dict(props=parse_systemctl_show(SHOW_NOT_FOUND)),
      'sglang.service does not exist (LoadState not-found); check the unit name or install the unit file'),
