@@ -20,7 +20,7 @@ and imitates what a deployment can observe from the outside:
 * failures: crash or hang while loading, a crash after ready, a warm-up that never
   succeeds; and a prompt, clean exit (0) on SIGTERM or SIGINT.
 
-It never touches a GPU or a model: never use it for real traffic.
+It never loads a model: never use it for real traffic.
 
 Simulator-only knobs are environment variables (real SGLang would reject them in the
 config file), each also accepted as a command-line flag:
@@ -33,6 +33,15 @@ config file), each also accepted as a command-line flag:
     SGLANG_SIM_FAILURE                  --sim-failure                  none, crash_loading,
                                         hang_loading, crash_after_ready, warmup_fail
     SGLANG_SIM_CRASH_AFTER_SECONDS      --sim-crash-after-seconds      2.0  for crash_after_ready
+    SGLANG_SIM_GPU                      --sim-gpu                      auto, on or off (below)
+    SGLANG_SIM_GPU_ACTIVATION_GIB       --sim-gpu-activation-gib       2.0  GPU memory beyond mem-fraction-static
+    SGLANG_SIM_GPU_STEP_DIM             --sim-gpu-step-dim             8192 decode step: matrix size
+    SGLANG_SIM_GPU_STEP_MATMULS         --sim-gpu-step-matmuls         4    decode step: products per rank
+
+GPU mode (sglang_simulator_gpu.py, beside this file): with ``--sim-gpu auto`` where an NVIDIA driver is
+loaded and the interpreter has PyTorch, or always with ``on``, one process per local rank takes
+mem-fraction-static of its GPU, captures a real CUDA graph, and runs real GPU work for every decode step, with
+NCCL between pipeline stages. Without it the simulator never touches a GPU.
 
 ``--sim-check-only`` only parses and validates the options, then exits (0 when valid).
 
@@ -76,6 +85,8 @@ ATTENTION_BACKENDS = ("triton", "torch_native", "flex_attention", "fa3", "fa4", 
 CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")
 SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 FAILURE_MODES = ("none", "crash_loading", "hang_loading", "crash_after_ready", "warmup_fail")
+GPU_MODES = ("auto", "on", "off")
+NVIDIA_DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 # Probes and scrapes are logged only at --log-level debug (they would flood the journal).
@@ -222,6 +233,13 @@ def non_negative_float(text):
     return value
 
 
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
 def add_server_options(parser):
     """The SGLang 0.5.23 options the simulator knows, with SGLang's names and defaults."""
     add = parser.add_argument
@@ -285,6 +303,12 @@ SIM_KNOBS = (
     ("--sim-failure", "SGLANG_SIM_FAILURE", "none", str, "one of: " + ", ".join(FAILURE_MODES)),
     ("--sim-crash-after-seconds", "SGLANG_SIM_CRASH_AFTER_SECONDS", "2.0", non_negative_float,
      "seconds after ready before crash_after_ready crashes"),
+    ("--sim-gpu", "SGLANG_SIM_GPU", "auto", str, "GPU mode, one of: " + ", ".join(GPU_MODES)),
+    ("--sim-gpu-activation-gib", "SGLANG_SIM_GPU_ACTIVATION_GIB", "2.0", non_negative_float,
+     "GPU mode: activation workspace reserved beyond mem-fraction-static"),
+    ("--sim-gpu-step-dim", "SGLANG_SIM_GPU_STEP_DIM", "8192", positive_int, "GPU mode: decode step matrix size"),
+    ("--sim-gpu-step-matmuls", "SGLANG_SIM_GPU_STEP_MATMULS", "4", positive_int,
+     "GPU mode: matrix products per decode step and rank"),
 )
 
 
@@ -298,6 +322,10 @@ class SimSettings:
     health_generate_seconds: float
     failure: str
     crash_after_seconds: float
+    gpu: str
+    gpu_activation_gib: float
+    gpu_step_dim: int
+    gpu_step_matmuls: int
     check_only: bool
 
 
@@ -326,9 +354,10 @@ def parse_args(argv, environ):
         parser.error(str(exc))
     args = parser.parse_args(config_args + cli_args)
     del args.config  # not a ServerArgs field
-    if args.sim_failure not in FAILURE_MODES:
-        parser.error(f"argument --sim-failure: invalid choice: {args.sim_failure!r} "
-                     f"(choose from {', '.join(FAILURE_MODES)})")
+    for name, choices in (("failure", FAILURE_MODES), ("gpu", GPU_MODES)):
+        if getattr(args, "sim_" + name) not in choices:
+            parser.error(f"argument --sim-{name}: invalid choice: {getattr(args, 'sim_' + name)!r} "
+                         f"(choose from {', '.join(choices)})")
     settings = SimSettings(**{name[4:]: getattr(args, name) for name in list(vars(args))
                               if name.startswith("sim_")})
     for name in [name for name in vars(args) if name.startswith("sim_")]:
@@ -585,6 +614,7 @@ class ServerState:
         self.log = log
         self.status = "Starting"  # -> "Up" after warm-up
         self.metrics = Metrics()
+        self.engine = None  # GPU mode: the decode-step engine that paces tokens
         self.created = int(time.time())
 
     @property
@@ -896,8 +926,11 @@ class Generation:
 
     def tokens(self, count):
         speed = self.state.settings.tokens_per_second
+        engine = self.state.engine
         for index in range(count):
-            if speed > 0:
+            if engine is not None:
+                engine.next_token()
+            elif speed > 0:
                 time.sleep(1.0 / speed)
             self.state.metrics.token()
             yield token_text(index)
@@ -1010,6 +1043,8 @@ class Simulator:
         self.kv_tokens = 0
         self.server = None
         self.server_thread = None
+        self.gpu = None  # GPU mode: the rank processes (sglang_simulator_gpu.GpuRanks)
+        self.dying = threading.Lock()
 
     def labels(self):
         return [rank_label(self.args, pp_rank, tp_rank) for pp_rank, tp_rank in self.leads]
@@ -1031,14 +1066,66 @@ class Simulator:
             self.log.info(info)
         self.leads = local_rank_leads(self.args)
         self.check_model_path()
+        self.start_gpu(decode)
         self.load_weights()
         self.allocate_memory_pool()
         if decode or prefill:
             self.capture_cuda_graphs(decode, prefill)
+        elif self.gpu:
+            self.gpu_call(self.gpu.gather, "captured")
         self.start_http_server()
+        if self.gpu:
+            self.start_step_engine()
         if self.args.node_rank == 0:
             self.warm_up()
         self.serve()
+
+    # ---- GPU mode
+
+    def start_gpu(self, decode_graph):
+        """Start the rank processes of GPU mode (sglang_simulator_gpu.py); nothing in CPU mode."""
+        mode = self.settings.gpu
+        if mode == "off" or (mode == "auto" and not os.path.exists(NVIDIA_DRIVER_VERSION_FILE)):
+            return
+        import sglang_simulator_gpu as gpu  # beside this file; imports torch only in the rank processes
+        usable, why_not = gpu.host_has_gpu_stack()
+        if not usable:
+            if mode == "auto":
+                return
+            raise Fatal(f"--sim-gpu on: {why_not}")
+        self.gpu = gpu.GpuRanks(gpu.local_rank_specs(self.args, self.settings, decode_graph,
+                                                     int(weight_gb(self.args) * 1e9)))
+        self.gpu.start()
+        self.gpu.watch(self.rank_died)
+        seen = self.gpu_call(self.gpu.devices)
+        self.log.info(f"GPU mode: CUDA sees {seen['cuda']} device(s): {'; '.join(seen['names'])}. "
+                      f"NVML sees {seen['nvml']}. torch {seen['torch']}, CUDA runtime {seen['cuda_runtime']}.")
+
+    def gpu_call(self, function, *args):
+        """FUNCTION(*ARGS) on the rank processes; a rank that died or hangs ends the server."""
+        import sglang_simulator_gpu as gpu
+        try:
+            return function(*args)
+        except gpu.RankFailed as failure:
+            self.rank_died(str(failure))
+
+    def rank_died(self, description):
+        """What SGLang does when a scheduler process dies: say so, end the other ranks, exit 1."""
+        if not self.dying.acquire(blocking=False):
+            sleep_forever()  # another thread is already ending the process
+        self.log.raw(f"[{timestamp()}] Received sigquit from a child process. It usually means the child failed. "
+                     f"({description})", "error")
+        self.gpu.kill()
+        os._exit(1)
+
+    def start_step_engine(self):
+        import sglang_simulator_gpu as gpu
+        self.state.engine = gpu.StepEngine(self.gpu)
+        self.state.engine.start()
+
+    def stop_gpu(self):
+        if self.gpu:
+            self.gpu.stop()
 
     def check_model_path(self):
         path = self.args.model_path
@@ -1062,22 +1149,33 @@ class Simulator:
             self.log.raw(progress_line(shards * step // LOAD_STEPS, shards, time.monotonic() - started))
         weights = weight_gb(self.args)
         self.avail_gb -= weights
+        measured = [(label, self.avail_gb, weights) for label in self.labels()]
+        if self.gpu:
+            measured = [(spec.label, done["avail_gb"], done["weights_gb"])
+                        for spec, done in zip(self.gpu.specs, self.gpu_call(self.gpu.gather, "loaded"))]
+            self.avail_gb = min(avail_gb for _, avail_gb, _ in measured)
         elapsed = time.monotonic() - started
-        for label in self.labels():
+        for label, avail_gb, usage_gb in measured:
             self.log.info(f"Load weight end. elapsed={elapsed:.2f} s, type={self.architecture}, "
-                          f"dtype=torch.bfloat16, avail mem={self.avail_gb:.2f} GB, mem usage={weights:.2f} GB.",
+                          f"dtype=torch.bfloat16, avail mem={avail_gb:.2f} GB, mem usage={usage_gb:.2f} GB.",
                           rank=label)
 
     def allocate_memory_pool(self):
         weights = weight_gb(self.args)
         fraction = self.args.mem_fraction_static or 0.85
         kv_gb = max(GPU_AVAIL_GB * fraction - weights, 1.0)
-        self.kv_tokens = int(kv_gb * 1024 ** 3 / (70272 * 2 / max(self.args.tp_size, 1)))
         self.avail_gb -= kv_gb
-        for label in self.labels():
-            self.log.info(f"KV Cache is allocated. #tokens: {self.kv_tokens}, KV size: {kv_gb:.2f} GB",
+        measured = [(label, kv_gb, self.avail_gb) for label in self.labels()]
+        if self.gpu:
+            measured = [(spec.label, pool["kv_gb"], pool["avail_gb"])
+                        for spec, pool in zip(self.gpu.specs, self.gpu_call(self.gpu.gather, "kv"))]
+            self.avail_gb = min(avail_gb for _, _, avail_gb in measured)
+            self.gpu.broadcast("capture")
+        self.kv_tokens = int(measured[0][1] * 1024 ** 3 / (70272 * 2 / max(self.args.tp_size, 1)))
+        for label, pool_gb, avail_gb in measured:
+            self.log.info(f"KV Cache is allocated. #tokens: {self.kv_tokens}, KV size: {pool_gb:.2f} GB",
                           rank=label)
-            self.log.info(f"Memory pool end. avail mem={self.avail_gb:.2f} GB", rank=label)
+            self.log.info(f"Memory pool end. avail mem={avail_gb:.2f} GB", rank=label)
 
     def capture_cuda_graphs(self, decode, prefill):
         phases = [name for name, on in (("decode", decode), ("prefill", prefill)) if on]
@@ -1092,11 +1190,15 @@ class Simulator:
             time.sleep(self.settings.graph_seconds / total)
             self.log.raw(f"Capturing batches (bs={bs} avail_mem={self.avail_gb - 0.1 * done:.2f} GB) "
                          f"[{'+'.join(phases)}]: {100 * done // total:3d}%| {done}/{total}")
-        elapsed = time.monotonic() - started
         self.avail_gb -= 0.85
-        for label in self.labels():
+        measured = [(label, self.avail_gb) for label in self.labels()]
+        if self.gpu:
+            measured = [(spec.label, done["avail_gb"])
+                        for spec, done in zip(self.gpu.specs, self.gpu_call(self.gpu.gather, "captured"))]
+        elapsed = time.monotonic() - started
+        for label, avail_gb in measured:
             self.log.info(f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage=0.85 GB. "
-                          f"avail mem={self.avail_gb:.2f} GB.", rank=label)
+                          f"avail mem={avail_gb:.2f} GB.", rank=label)
 
     def start_http_server(self):
         host, port = self.args.host, self.args.port
@@ -1127,6 +1229,8 @@ class Simulator:
         time.sleep(self.settings.warmup_seconds)
         if self.settings.failure == "warmup_fail":
             self.fail_warm_up_forever()
+        if self.state.engine is not None:
+            self.state.engine.next_token()  # the warm-up generation runs a real decode step
         self.log.uvicorn(f'{WARMUP_CLIENT} - "GET /model_info HTTP/1.1" 200 OK')
         self.log.info("Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
                       "#running-req: 0, #queue-req: 0", rank=self.labels()[0])
@@ -1150,6 +1254,7 @@ class Simulator:
 
     def shutdown(self, signame):
         self.log.info(f"Received {signame}, shutting down.")
+        self.stop_gpu()
         if self.server_thread is None:
             return
         self.log.uvicorn("Shutting down")
@@ -1200,6 +1305,7 @@ def main(argv=None, environ=None):
     except Fatal as fatal:
         ignore_stop_signals()
         log.raw(str(fatal), "error")
+        simulator.stop_gpu()
         return 1
     return 0
 
