@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""The GPU proof: the real deploy_k26.yml on this GPU host, then the evidence for each promise, with figures.
+
+Run by tests/gpu/prove.sh as root on a GPU host with systemd (it boots one where PID 1 is not systemd). Every
+playbook goes through k26deploy (ansible-runner, structured results); the checks read systemd, the journal,
+/proc, nvidia-smi and the endpoint directly. The SGLang simulator runs in its GPU mode as the service, under
+the role's real hardened unit (DevicePolicy=closed). Ends with a summary table; exit status 0 when every check
+passed.
+"""
+
+import argparse
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+
+import k26deploy  # noqa: E402
+
+INVENTORY = ROOT / "tests" / "gpu" / "inventory.yml"
+SAMPLE_PLAYBOOK = ROOT / "tests" / "gpu" / "sample.yml"
+HOST = "gpu-host"
+UNIT = "sglang.service"
+STATE_DIR = Path("/var/lib/k26-proof")
+MEM_FRACTION = 0.88
+BAD_MEM_FRACTION = 0.99
+
+
+class Proof:
+    """Checks with their figures, printed as they happen and as a summary at the end."""
+
+    def __init__(self):
+        self.rows = []
+
+    def check(self, name, ok, figure):
+        self.rows.append((name, bool(ok), figure))
+        print(f"[proof] {'PASS' if ok else 'FAIL'} {name}: {figure}", flush=True)
+        return ok
+
+    def summary(self):
+        width = max(len(name) for name, _, _ in self.rows)
+        lines = ["", "GPU proof summary (%s)" % time.strftime("%Y-%m-%d %H:%M:%S %Z")]
+        lines += ["  %-4s %-*s  %s" % ("PASS" if ok else "FAIL", width, name, figure) for name, ok, figure in self.rows]
+        passed = sum(ok for _, ok, _ in self.rows)
+        lines.append("  %d/%d checks passed" % (passed, len(self.rows)))
+        return "\n".join(lines)
+
+    @property
+    def ok(self):
+        return all(ok for _, ok, _ in self.rows)
+
+
+# --------------------------------------------------------------------------- host readings
+
+def run(argv, check=False):
+    return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
+def unit_prop(name):
+    return run(["systemctl", "show", UNIT, "--property=" + name, "--value"]).stdout.strip()
+
+
+def nvidia_smi(query):
+    out = run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"], check=True).stdout
+    return [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
+
+
+def journal_of_invocation(invocation):
+    out = run(["journalctl", "-u", UNIT, "_SYSTEMD_INVOCATION_ID=" + invocation, "-o", "cat", "--no-pager"]).stdout
+    return out.splitlines()
+
+
+def service_pids():
+    cgroup = unit_prop("ControlGroup")
+    procs = Path("/sys/fs/cgroup" + cgroup, "cgroup.procs")
+    return [int(pid) for pid in procs.read_text().split()] if cgroup and procs.exists() else []
+
+
+def capabilities(pid):
+    fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if ":\t" in line)
+    return fields.get("CapEff", "?").strip(), fields.get("CapPrm", "?").strip()
+
+
+# --------------------------------------------------------------------------- the endpoint
+
+class Load:
+    """A steady stream of completions from a few threads, until stopped."""
+
+    def __init__(self, endpoint, api_key, model, threads=4, max_tokens=256):
+        self.url = endpoint + "/v1/completions"
+        self.headers = {"Content-Type": "application/json", "Authorization": "Bearer " + api_key}
+        self.body = json.dumps({"model": model, "prompt": "Tell me about pipeline parallelism.",
+                                "max_tokens": max_tokens}).encode()
+        self.stop = threading.Event()
+        self.tokens = 0
+        self.requests = 0
+        self.errors = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.worker, daemon=True) for _ in range(threads)]
+        self.started = None
+        self.seconds = None
+
+    def worker(self):
+        while not self.stop.is_set():
+            request = urllib.request.Request(self.url, data=self.body, headers=self.headers)
+            try:
+                with urllib.request.urlopen(request, timeout=120) as reply:
+                    usage = json.load(reply)["usage"]
+                with self.lock:
+                    self.tokens += usage["completion_tokens"]
+                    self.requests += 1
+            except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+                with self.lock:
+                    self.errors.append(str(exc))
+
+    def __enter__(self):
+        self.started = time.monotonic()
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=180)
+        self.seconds = time.monotonic() - self.started
+        return False
+
+
+# --------------------------------------------------------------------------- runs through k26deploy
+
+def deploy_vars(args, **over):
+    base = {
+        "sglang_simulator_python": sys.executable,
+        "sglang_service_model_path": str(STATE_DIR / "model"),
+        "sglang_service_gpu_count": args.gpus,
+        "sglang_service_pp_size": args.pp,
+        "sglang_service_mem_fraction_static": MEM_FRACTION,
+        "sglang_service_api_key": args.api_key,
+    }
+    base.update(over)
+    return base
+
+
+def host_of(result):
+    return result.hosts.get(HOST) or k26deploy.HostResult(host=HOST)
+
+
+def describe(result):
+    host = host_of(result)
+    return (f"exit {result.exit_code}, ready={host.ready}, reason={host.reason}, changed={host.changed}, "
+            f"restarted={host.restarted}, rolled_back={host.rolled_back}")
+
+
+def sample_gpus(seconds):
+    result = k26deploy.run("sample", str(INVENTORY), {"k26_sample_seconds": seconds}, playbook=str(SAMPLE_PLAYBOOK))
+    sampling = (host_of(result).summary or {}).get("sampling") or {}
+    return sampling.get("gpus") or []
+
+
+def figures(gpus):
+    return "; ".join(f"GPU{g['index']} util mean {g['utilization_gpu_pct']['mean']}% max "
+                     f"{g['utilization_gpu_pct']['max']}%, power {g['power_draw_pct_of_limit']}% of "
+                     f"{g['power_limit_w']} W, SM {g['clocks_sm_mhz']['mean']} MHz" for g in gpus) or "no samples"
+
+
+# --------------------------------------------------------------------------- the proof
+
+def prepare(args):
+    model = STATE_DIR / "model"
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
+    key_file = STATE_DIR / "api_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(24))
+        key_file.chmod(0o600)
+    args.api_key = key_file.read_text().strip()
+    args.gpus = len(nvidia_smi("index"))
+    args.pp = args.pp or args.gpus
+
+
+def prove_deploy(proof, args):
+    started = time.monotonic()
+    first = k26deploy.deploy(str(INVENTORY), deploy_vars(args))
+    host = host_of(first)
+    proof.check("deploy_k26.yml reaches ready", first.exit_code == 0 and host.ready,
+                f"{describe(first)}, {time.monotonic() - started:.0f} s, time_to_ready {host.time_to_ready}")
+    if not host.ready:
+        print(host.msg, "\n".join(host.journal_excerpt or []) if isinstance(host.journal_excerpt, list)
+              else host.journal_excerpt, sep="\n")
+        return False
+    unit_text = Path("/etc/systemd/system", UNIT).read_text()
+    allow = [line for line in unit_text.splitlines() if line.startswith(("DeviceAllow", "DevicePolicy", "PrivateDevices"))]
+    proof.check("unit: DevicePolicy=closed with the driver's devices", "DevicePolicy=closed" in allow and
+                any(line.startswith("DeviceAllow=char-nvidia") for line in allow), ", ".join(allow))
+    return True
+
+
+def prove_gpu_access(proof, args):
+    invocation = unit_prop("InvocationID")
+    lines = journal_of_invocation(invocation)
+    seen = next((line for line in lines if "GPU mode: CUDA sees" in line), "")
+    expected = f"CUDA sees {args.gpus} device(s)"
+    nvml = f"NVML sees {args.gpus}."
+    proof.check("the service sees every GPU (CUDA and NVML)", expected in seen and nvml in seen,
+                seen.split("] ", 1)[-1] or "no GPU line in the journal")
+    pids = service_pids()
+    caps = {pid: capabilities(pid) for pid in pids}
+    proof.check("every service process has an empty capability set",
+                pids and all(eff == "0000000000000000" for eff, _ in caps.values()),
+                f"{len(pids)} processes, CapEff {sorted({eff for eff, _ in caps.values()})}")
+    memory = nvidia_smi("memory.used,memory.total")
+    shares = [int(used) / int(total) for used, total in memory]
+    proof.check("GPU memory held by the service matches mem-fraction-static",
+                all(MEM_FRACTION <= share <= MEM_FRACTION + 0.05 for share in shares),
+                f"mem-fraction-static {MEM_FRACTION}; held " +
+                ", ".join(f"GPU{i} {int(u)} of {int(t)} MiB ({s:.3f})" for i, ((u, t), s) in
+                          enumerate(zip(memory, shares))))
+
+
+def prove_load_and_idle(proof, args):
+    endpoint = "http://127.0.0.1:30000"
+    with Load(endpoint, args.api_key, "kimi-k2.6") as load:
+        time.sleep(2)  # past the first requests' start
+        busy = sample_gpus(6)
+    idle = sample_gpus(4)
+    rate = load.tokens / load.seconds if load.seconds else 0
+    busy_util = min((g["utilization_gpu_pct"]["mean"] or 0) for g in busy) if busy else 0
+    idle_util = max((g["utilization_gpu_pct"]["mean"] or 0) for g in idle) if idle else 100
+    proof.check("completions drive real GPU work", busy and busy_util >= 50 and not load.errors,
+                f"{load.requests} requests, {load.tokens} tokens, {rate:.0f} tok/s, {len(load.errors)} errors; "
+                f"busy: {figures(busy)}")
+    proof.check("GPUs idle once the stream stops", idle and idle_util <= 10, f"idle: {figures(idle)}")
+
+
+def prove_idempotence(proof, args):
+    before = unit_prop("InvocationID")
+    again = k26deploy.deploy(str(INVENTORY), deploy_vars(args))
+    host = host_of(again)
+    after = unit_prop("InvocationID")
+    proof.check("second deploy changes nothing and keeps the InvocationID",
+                again.exit_code == 0 and host.changed == 0 and before == after,
+                f"{describe(again)}, InvocationID {before[:8]} -> {after[:8]}")
+
+
+def prove_oom_rollback(proof, args):
+    good_config = Path("/etc/sglang/sglang.yaml").read_text()
+    started = time.monotonic()
+    bad = k26deploy.deploy(str(INVENTORY), deploy_vars(args, sglang_service_mem_fraction_static=BAD_MEM_FRACTION))
+    took = time.monotonic() - started
+    host = host_of(bad)
+    excerpt = host.journal_excerpt if isinstance(host.journal_excerpt, str) else "\n".join(host.journal_excerpt or [])
+    oom_line = next((line for line in excerpt.splitlines() if "OutOfMemoryError" in line or "out of memory" in line), "")
+    proof.check("mem-fraction 0.99 fails with the real CUDA OOM line", bad.exit_code != 0 and oom_line,
+                f"{describe(bad)}, {took:.0f} s; {oom_line.strip()[:160]}")
+    restored = Path("/etc/sglang/sglang.yaml").read_text() == good_config
+    status = k26deploy.status(str(INVENTORY), deploy_vars(args))
+    proof.check("the failed change was rolled back and serves again",
+                host.rolled_back and restored and host_of(status).ready,
+                f"rolled_back={host.rolled_back}, config restored byte for byte={restored}, "
+                f"status ready={host_of(status).ready}")
+
+
+def prove_manual_rollback(proof, args):
+    bad_vars = deploy_vars(args, sglang_service_mem_fraction_static=BAD_MEM_FRACTION, sglang_service_rollback=False)
+    bad = k26deploy.deploy(str(INVENTORY), bad_vars)
+    status = k26deploy.status(str(INVENTORY), deploy_vars(args))
+    proof.check("k26deploy status reports the broken service", bad.exit_code != 0 and host_of(status).ready is False,
+                f"deploy without rollback: {describe(bad)}; status: ready={host_of(status).ready}, "
+                f"reason={host_of(status).reason}")
+    rolled = k26deploy.rollback(str(INVENTORY), deploy_vars(args))
+    status = k26deploy.status(str(INVENTORY), deploy_vars(args))
+    proof.check("k26deploy rollback restores the last good configuration",
+                rolled.exit_code == 0 and host_of(rolled).ready and host_of(status).ready,
+                f"rollback: {describe(rolled)}; {host_of(rolled).msg}; status ready={host_of(status).ready}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pp", type=int, default=0, help="pp-size (default: one stage per GPU)")
+    args = parser.parse_args()
+    os.environ.setdefault("ANSIBLE_NOCOLOR", "1")
+    prepare(args)
+    print(f"[proof] {args.gpus} GPU(s), pp-size {args.pp}, interpreter {sys.executable}", flush=True)
+    proof = Proof()
+    if prove_deploy(proof, args):
+        prove_gpu_access(proof, args)
+        prove_load_and_idle(proof, args)
+        prove_idempotence(proof, args)
+        prove_oom_rollback(proof, args)
+        prove_manual_rollback(proof, args)
+    print(proof.summary(), flush=True)
+    return 0 if proof.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
