@@ -22,6 +22,7 @@ named next to each table (read from the installed package).
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import namedtuple
 
@@ -81,6 +82,10 @@ DEPRECATED_OPTIONS = {
 }
 
 Rule = namedtuple("Rule", "id severity title check")
+NOTHING_TO_DO = "nothing to do"
+
+# SGLang 0.5.23's Requires-Python (its wheel's METADATA; tests/unit/test_sglang_args_check.py reads the real one).
+SGLANG_REQUIRES_PYTHON = ">=3.11"
 
 
 # ---------------------------------------------------------------- helpers
@@ -142,9 +147,10 @@ def no_gpu_info(ctx, what):
     if gpus_present(ctx) > 0:
         return None
     if ctx.get("simulator"):
-        return (INFO, "%s not checked: simulator host without GPU" % what)
-    return (INFO, "%s not checked: no GPU listed (%s)" % (what, (ctx.get("gpu") or {}).get("nvidia_smi_error")
-                                                          or "GPU facts not gathered"))
+        return found("%s not checked: simulator host without GPU" % what, NOTHING_TO_DO, {"simulator": True}, INFO)
+    error = (ctx.get("gpu") or {}).get("nvidia_smi_error") or "GPU facts not gathered"
+    return found("%s not checked: no GPU listed (%s)" % (what, error), NOTHING_TO_DO,
+                 {"gpu.nvidia_smi_error": error}, INFO)
 
 
 def cc_tuple(text):
@@ -169,10 +175,30 @@ def attention_backends(ctx):
 
 
 # ---------------------------------------------------------------- rules
+# A check returns None (nothing to say) or found(message, fix, evidence, severity=None): what will happen, what to
+# change, and the options and facts it read. severity None is the rule's default.
+
+Verdict = namedtuple("Verdict", "message fix evidence severity")
+
+
+def found(message, fix, evidence=None, severity=None):
+    return Verdict(message, fix, dict(evidence or {}), severity)
+
+
+def option_evidence(ctx, *keys):
+    """The options a rule read, as set (unset ones are left out)."""
+    return {key: opt(ctx, key) for key in keys if opt(ctx, key) is not None}
+
+
+def gpu_evidence(ctx, *keys):
+    gpu = ctx.get("gpu") or {}
+    return {"gpu." + key: gpu.get(key) for key in keys}
+
 
 def check_cuda_graph_off(ctx):
     reasons = []
     fixes = []
+    read = ["disable-cuda-graph", "disable-decode-cuda-graph", "cuda-graph-backend-decode", "attention-backend"]
     for key in ("disable-cuda-graph", "disable-decode-cuda-graph"):
         if as_bool(opt(ctx, key)):
             reasons.append("%s is set" % key)
@@ -188,15 +214,17 @@ def check_cuda_graph_off(ctx):
     for key, value, why in (("enable-mis", True, "enable-mis is set"),
                             ("deepep-mode", "normal", "deepep-mode normal"),
                             ("load-format", "expert_pack", "load-format expert_pack")):
+        read.append(key)
         current = opt(ctx, key)
         if (as_bool(current) if value is True else str(current or "").lower() == value):
             reasons.append("%s (SGLang turns graphs off for it)" % why)
             fixes.append("drop %s unless it is needed" % key)
     if not reasons:
         return None
-    return ("CUDA graphs will be off for decode: %s. Every decode step then pays Python and kernel-launch overhead; "
-            "in the seed deployment, graphs back on together with pp-async-batch-depth 8 raised single-request "
-            "throughput by 44%% (24.7 -> 35.6 tok/s). To fix: %s." % ("; ".join(reasons), "; ".join(fixes)))
+    return found("CUDA graphs will be off for decode: %s. Every decode step then pays Python and kernel-launch "
+                 "overhead; in the seed deployment, graphs back on together with pp-async-batch-depth 8 raised "
+                 "single-request throughput by 44%% (24.7 -> 35.6 tok/s)." % "; ".join(reasons),
+                 "; ".join(fixes), option_evidence(ctx, *read))
 
 
 def check_pp_async_depth(ctx):
@@ -207,20 +235,23 @@ def check_pp_async_depth(ctx):
     if depth >= pp:
         return None
     busy = max(depth, 1)
-    return ("pp-size %d with pp-async-batch-depth %d: at most %d/%d (%d%%) of the GPUs are busy at once; "
-            "set pp-async-batch-depth: %d (one micro-batch in flight per pipeline stage; with depth 0 the seed "
-            "deployment's GPUs idled at 85 W of 600 W)." % (pp, depth, busy, pp, int(100 * busy / pp), pp))
+    return found("pp-size %d with pp-async-batch-depth %d: at most %d/%d (%d%%) of the GPUs are busy at once "
+                 "(with depth 0 the seed deployment's GPUs idled at 85 W of 600 W)."
+                 % (pp, depth, busy, pp, int(100 * busy / pp)),
+                 "set pp-async-batch-depth: %d (one micro-batch in flight per pipeline stage)" % pp,
+                 {"pp-size": pp, "pp-async-batch-depth": depth})
 
 
 def check_nnodes_divisor(ctx):
     tp, pp, nnodes = parallel(ctx)
+    evidence = {"tp-size": tp, "pp-size": pp, "nnodes": nnodes}
     if nnodes < 1:
-        return "nnodes %d: must be at least 1." % nnodes
+        return found("nnodes %d: must be at least 1." % nnodes, "set nnodes to 1 or more", evidence)
     if (tp * pp) % nnodes == 0:
         return None
-    return ("tp-size %d x pp-size %d = %d is not divisible by nnodes %d: SGLang asserts "
-            "(tp_size * pp_size) %% nnodes == 0 and will not start; choose nnodes among the divisors of %d."
-            % (tp, pp, tp * pp, nnodes, tp * pp))
+    return found("tp-size %d x pp-size %d = %d is not divisible by nnodes %d: SGLang asserts "
+                 "(tp_size * pp_size) %% nnodes == 0 and will not start." % (tp, pp, tp * pp, nnodes),
+                 "choose nnodes among the divisors of %d" % (tp * pp), evidence)
 
 
 def check_gpu_count(ctx):
@@ -234,15 +265,18 @@ def check_gpu_count(ctx):
     base = as_int(opt(ctx, "base-gpu-id"), 0)
     present = gpus_present(ctx)
     layout = "tp-size %d x pp-size %d%s" % (tp, pp, " / nnodes %d" % nnodes if nnodes > 1 else "")
+    evidence = dict(option_evidence(ctx, "base-gpu-id"), **{"tp-size": tp, "pp-size": pp, "nnodes": nnodes,
+                                                           "gpu.gpu_count": present})
     if per_node + base > present:
-        return ("%s needs %d GPUs on this node%s but %d are present: SGLang fails when it starts the workers; "
-                "make tp-size x pp-size at most %d (%d GPU(s) x %d node(s)), or add GPUs."
-                % (layout, per_node, " from base-gpu-id %d" % base if base else "", present,
-                   (present - base) * nnodes, present - base, nnodes))
+        return found("%s needs %d GPUs on this node%s but %d are present: SGLang fails when it starts the workers."
+                     % (layout, per_node, " from base-gpu-id %d" % base if base else "", present),
+                     "make tp-size x pp-size at most %d (%d GPU(s) x %d node(s)), or add GPUs"
+                     % ((present - base) * nnodes, present - base, nnodes), evidence)
     if per_node + base < present:
-        return (WARNING, "%s uses %d of the %d GPUs present; the other %d stay idle. Set pp-size or tp-size so "
-                         "that tp-size x pp-size = %d per node, unless they are meant for something else."
-                % (layout, per_node, present, present - per_node - base, present))
+        return found("%s uses %d of the %d GPUs present; the other %d stay idle."
+                     % (layout, per_node, present, present - per_node - base),
+                     "set pp-size or tp-size so that tp-size x pp-size = %d per node, unless the other GPUs are "
+                     "meant for something else" % present, evidence, WARNING)
     return None
 
 
@@ -256,19 +290,24 @@ def check_expected_gpus(ctx):
     present = gpus_present(ctx)
     if present == expected:
         return None
-    return ("%d GPUs expected but %d listed by nvidia-smi: a GPU may have fallen off the bus or be hidden "
-            "(CUDA_VISIBLE_DEVICES, failed card); check `nvidia-smi -L` and dmesg before starting." % (expected, present))
+    return found("%d GPUs expected but %d listed by nvidia-smi: a GPU may have fallen off the bus or be hidden "
+                 "(CUDA_VISIBLE_DEVICES, failed card)." % (expected, present),
+                 "check `nvidia-smi -L` and dmesg before starting",
+                 {"expected_gpus": expected, "gpu.gpu_count": present})
 
 
 def check_no_gpu(ctx):
     if ctx.get("simulator") or gpus_present(ctx) > 0:
         return None
     error = (ctx.get("gpu") or {}).get("nvidia_smi_error") or "GPU facts not gathered"
+    evidence = {"gpu.gpu_count": 0, "gpu.nvidia_smi_error": error}
     if error == "nvidia-smi not found":
-        return (WARNING, "no NVIDIA driver yet (nvidia-smi not found): the GPU rules were skipped. The nvidia_cuda "
-                         "role installs the driver; run preflight again before starting SGLang.")
-    return ("no GPU usable on a GPU host: %s. SGLang cannot start; fix the driver (reboot after an upgrade, "
-            "load the module) or set the simulator mode for a host without GPU." % error)
+        return found("no NVIDIA driver yet (nvidia-smi not found): the GPU rules were skipped.",
+                     "the nvidia_cuda role installs the driver; run preflight again before starting SGLang",
+                     evidence, WARNING)
+    return found("no GPU usable on a GPU host: %s. SGLang cannot start." % error,
+                 "fix the driver (reboot after an upgrade, load the module) or set the simulator mode for a host "
+                 "without GPU", evidence)
 
 
 def check_attention_arch(ctx):
@@ -282,7 +321,8 @@ def check_attention_arch(ctx):
     mla = ctx.get("mla", True)
     problems = []
     suggestion = set()
-    for cc in (ctx.get("gpu") or {}).get("compute_capabilities") or []:
+    capabilities = (ctx.get("gpu") or {}).get("compute_capabilities") or []
+    for cc in capabilities:
         major = (cc_tuple(cc) or (0, 0))[0]
         for key, backend in sorted(checked.items()):
             rule = ATTENTION_ARCH[backend]
@@ -294,39 +334,46 @@ def check_attention_arch(ctx):
         return None
     fix = ("use attention-backend: %s or leave it unset so SGLang picks one" % "/".join(sorted(suggestion))
            if suggestion else "leave it unset so SGLang picks a backend for this GPU")
-    return ("%s: SGLang refuses this backend, some only after the weights are loaded (an hour for K2.6); %s."
-            % ("; ".join(problems), fix))
+    return found("%s: SGLang refuses this backend, some only after the weights are loaded (an hour for K2.6)."
+                 % "; ".join(problems), fix,
+                 dict(checked, **{"gpu.compute_capabilities": capabilities, "mla": mla}))
 
 
 def check_gpu_arch_supported(ctx):
     if gpus_present(ctx) == 0:
         return None
-    old = [cc for cc in (ctx.get("gpu") or {}).get("compute_capabilities") or []
-           if cc_tuple(cc) and cc_tuple(cc) < MIN_COMPUTE_CAPABILITY]
+    capabilities = (ctx.get("gpu") or {}).get("compute_capabilities") or []
+    old = [cc for cc in capabilities if cc_tuple(cc) and cc_tuple(cc) < MIN_COMPUTE_CAPABILITY]
     if not old:
         return None
-    return ("compute capability %s: CUDA 13 (which SGLang 0.5.20+ requires) dropped Maxwell, Pascal and Volta; "
-            "these GPUs cannot run it. Use Turing (7.5) or newer." % ", ".join(old))
+    return found("compute capability %s: CUDA 13 (which SGLang 0.5.20+ requires) dropped Maxwell, Pascal and "
+                 "Volta; these GPUs cannot run it." % ", ".join(old), "use Turing (7.5) or newer GPUs",
+                 {"gpu.compute_capabilities": capabilities})
 
 
 def check_model_missing(ctx):
     model = ctx.get("model")
     if not model:
         return None
+    evidence = {"model-path": model.get("path"), "exists": model.get("exists"), "is_dir": model.get("is_dir"),
+                "has_config": model.get("has_config")}
     if not model.get("path"):
-        return "no model-path in the options: SGLang requires it; set model-path to the checkpoint directory."
+        return found("no model-path in the options: SGLang requires it.",
+                     "set model-path to the checkpoint directory", evidence)
     if model.get("hub_id"):
-        return (WARNING, "model-path %s is not a local directory: SGLang would download it at start (about a "
-                         "terabyte for K2.6, hours of start-up); download it first and point model-path at the "
-                         "directory." % model["path"])
+        return found("model-path %s is not a local directory: SGLang would download it at start (about a terabyte "
+                     "for K2.6, hours of start-up)." % model["path"],
+                     "download it first and point model-path at the directory", evidence, WARNING)
     if not model.get("exists"):
-        return ("model directory %s does not exist: SGLang would fail (or try to download %s) at start; "
-                "download the weights there first or fix model-path." % (model.get("path"), model.get("path")))
+        return found("model directory %s does not exist: SGLang would fail (or try to download %s) at start."
+                     % (model.get("path"), model.get("path")),
+                     "download the weights there first or fix model-path", evidence)
     if not model.get("is_dir"):
-        return "model-path %s is not a directory; point it at the checkpoint directory." % model.get("path")
+        return found("model-path %s is not a directory." % model.get("path"),
+                     "point model-path at the checkpoint directory", evidence)
     if not model.get("has_config"):
-        return ("model directory %s has no config.json: not a complete Hugging Face checkpoint (download "
-                "interrupted?); finish the download." % model.get("path"))
+        return found("model directory %s has no config.json: not a complete Hugging Face checkpoint (download "
+                     "interrupted?)." % model.get("path"), "finish the download", evidence)
     return None
 
 
@@ -349,13 +396,18 @@ def check_model_too_large(ctx):
     size = model["size_bytes"]
     where = "%d GPU(s) x %d MiB x mem-fraction-static %s%s" % (
         used, min(mems), fraction, "" if fraction_set is not None else " (not set; assumed)")
+    evidence = {"model.size_bytes": size, "gpus_used": used, "gpu.memory_total_mib": min(mems),
+                "mem-fraction-static": fraction_set}
     if size > budget:
-        return ("model %s is %s but the weights may use only %s (%s): SGLang runs out of memory while loading; "
-                "use more GPUs/nodes (pp-size, nnodes), a quantised checkpoint, or a higher mem-fraction-static."
-                % (model.get("path"), gib(size), gib(budget), where))
+        return found("model %s is %s but the weights may use only %s (%s): SGLang runs out of memory while loading."
+                     % (model.get("path"), gib(size), gib(budget), where),
+                     "use more GPUs/nodes (pp-size, nnodes), a quantised checkpoint, or a higher mem-fraction-static",
+                     evidence)
     if size > MODEL_TIGHT_RATIO * budget:
-        return (WARNING, "model %s is %s of a %s budget (%s): little room is left for the KV cache; expect a short "
-                         "max context or few concurrent requests." % (model.get("path"), gib(size), gib(budget), where))
+        return found("model %s is %s of a %s budget (%s): little room is left for the KV cache; expect a short max "
+                     "context or few concurrent requests." % (model.get("path"), gib(size), gib(budget), where),
+                     "add GPUs or raise mem-fraction-static if the context or concurrency is too small",
+                     evidence, WARNING)
     return None
 
 
@@ -365,10 +417,12 @@ def check_cache_disk(ctx):
         return None
     if cache["free_bytes"] >= cache["min_free_bytes"]:
         return None
-    return ("only %s free for the caches at %s (at least %s wanted): Triton/inductor/FlashInfer caches then fail "
-            "or get evicted and every restart recompiles for 30+ minutes instead of ~90 s; free space or point "
-            "the cache directory at a larger disk." % (gib(cache["free_bytes"]), cache.get("path"),
-                                                       gib(cache["min_free_bytes"])))
+    return found("only %s free for the caches at %s (at least %s wanted): Triton/inductor/FlashInfer caches then "
+                 "fail or get evicted and every restart recompiles for 30+ minutes instead of ~90 s."
+                 % (gib(cache["free_bytes"]), cache.get("path"), gib(cache["min_free_bytes"])),
+                 "free space or point the cache directory at a larger disk",
+                 {"cache.path": cache.get("path"), "cache.free_bytes": cache["free_bytes"],
+                  "cache.min_free_bytes": cache["min_free_bytes"]})
 
 
 def check_driver_too_old(ctx):
@@ -385,8 +439,9 @@ def check_driver_too_old(ctx):
         problems.append("the driver supports CUDA %s only" % cuda)
     if not problems:
         return None
-    return ("%s: SGLang 0.5.20+ needs CUDA 13 (driver >= %s); CUDA initialisation fails at start. Install the "
-            "580 branch (role nvidia_cuda) and reboot." % ("; ".join(problems), minimum))
+    return found("%s: SGLang 0.5.20+ needs CUDA 13 (driver >= %s); CUDA initialisation fails at start."
+                 % ("; ".join(problems), minimum), "install the 580 branch (role nvidia_cuda) and reboot",
+                 dict(gpu_evidence(ctx, "driver_version", "cuda_driver_version"), min_driver_version=minimum))
 
 
 def check_open_kernel_module(ctx):
@@ -395,12 +450,13 @@ def check_open_kernel_module(ctx):
     gpu = ctx.get("gpu") or {}
     if gpu.get("kernel_module") != "proprietary":
         return None
+    evidence = gpu_evidence(ctx, "kernel_module", "compute_capabilities")
     blackwell = [cc for cc in gpu.get("compute_capabilities") or [] if (cc_tuple(cc) or (0, 0))[0] >= 10]
     if blackwell:
-        return ("proprietary kernel module on Blackwell (compute capability %s): Blackwell requires the open "
-                "kernel modules; install nvidia-open (580 branch) and reboot." % ", ".join(blackwell))
-    return (WARNING, "proprietary kernel module loaded: NVIDIA recommends the open kernel modules for Hopper; "
-                     "install nvidia-open at the next driver change.")
+        return found("proprietary kernel module on Blackwell (compute capability %s): Blackwell requires the open "
+                     "kernel modules." % ", ".join(blackwell), "install nvidia-open (580 branch) and reboot", evidence)
+    return found("proprietary kernel module loaded: NVIDIA recommends the open kernel modules for Hopper.",
+                 "install nvidia-open at the next driver change", evidence, WARNING)
 
 
 def check_fabric_manager(ctx):
@@ -408,34 +464,41 @@ def check_fabric_manager(ctx):
     if not gpu.get("nvswitch_present"):
         return None
     fm = gpu.get("fabric_manager") or {}
+    evidence = dict(gpu_evidence(ctx, "nvswitch_count", "driver_version"),
+                    **{"fabric_manager.installed": fm.get("installed"), "fabric_manager.active": fm.get("active")})
     if not fm.get("installed"):
-        return ("NVSwitch system (%d switch(es)) without Fabric Manager: CUDA initialisation fails with error 802; "
-                "install nvidia-fabricmanager-<driver version> matching driver %s exactly and start it."
-                % (gpu.get("nvswitch_count") or 0, gpu.get("driver_version")))
+        return found("NVSwitch system (%d switch(es)) without Fabric Manager: CUDA initialisation fails with error "
+                     "802." % (gpu.get("nvswitch_count") or 0),
+                     "install nvidia-fabricmanager-<driver version> matching driver %s exactly and start it"
+                     % gpu.get("driver_version"), evidence)
     if fm.get("active") is False:
-        return ("Fabric Manager is installed but nvidia-fabricmanager is not active on this NVSwitch system: "
-                "CUDA initialisation fails with error 802; `systemctl enable --now nvidia-fabricmanager`.")
+        return found("Fabric Manager is installed but nvidia-fabricmanager is not active on this NVSwitch system: "
+                     "CUDA initialisation fails with error 802.", "systemctl enable --now nvidia-fabricmanager",
+                     evidence)
     if fm.get("active") is None:
-        return (WARNING, "NVSwitch system: Fabric Manager is installed but its state is unknown (systemd not "
-                         "running); make sure nv-fabricmanager runs, or CUDA initialisation fails with error 802.")
+        return found("NVSwitch system: Fabric Manager is installed but its state is unknown (systemd not running).",
+                     "make sure nv-fabricmanager runs, or CUDA initialisation fails with error 802", evidence, WARNING)
     return None
 
 
 def check_removed_options(ctx):
-    removed = ["%s (use %s)" % (key, REMOVED_OPTIONS[key]) for key in sorted(ctx["options"]) if key in REMOVED_OPTIONS]
+    removed = [key for key in sorted(ctx["options"]) if key in REMOVED_OPTIONS]
     if not removed:
         return None
-    return ("option(s) removed from SGLang in 0.5.20: %s. argparse rejects them and the service would not start; "
-            "rename them." % "; ".join(removed))
+    return found("option(s) removed from SGLang in 0.5.20: %s. argparse rejects them and the service would not "
+                 "start." % ", ".join(removed),
+                 "rename them: %s" % "; ".join("%s -> %s" % (key, REMOVED_OPTIONS[key]) for key in removed),
+                 option_evidence(ctx, *removed))
 
 
 def check_deprecated_options(ctx):
-    found = ["%s (use %s)" % (key, DEPRECATED_OPTIONS[key]) for key in sorted(ctx["options"])
-             if key in DEPRECATED_OPTIONS and as_bool(ctx["options"][key])]
-    if not found:
+    deprecated = [key for key in sorted(ctx["options"]) if key in DEPRECATED_OPTIONS and as_bool(ctx["options"][key])]
+    if not deprecated:
         return None
-    return ("deprecated option(s) %s: SGLang 0.5.23 refuses them in a --config file "
-            "('Unsupported config option ... DeprecatedStoreTrueAction')." % "; ".join(found))
+    return found("deprecated option(s) %s: SGLang 0.5.23 refuses them in a --config file ('Unsupported config "
+                 "option ... DeprecatedStoreTrueAction')." % ", ".join(deprecated),
+                 "use instead: %s" % "; ".join("%s -> %s" % (key, DEPRECATED_OPTIONS[key]) for key in deprecated),
+                 option_evidence(ctx, *deprecated))
 
 
 def check_speculative_pp(ctx):
@@ -443,10 +506,32 @@ def check_speculative_pp(ctx):
     _tp, pp, _nnodes = parallel(ctx)
     if not algorithm or pp <= 1:
         return None
-    return ("speculative-algorithm %s with pp-size %d: SGLang restricts speculative decoding with pipeline "
-            "parallelism (EAGLE without multi-layer, and only with prefill disaggregation unless "
-            "SGLANG_ENABLE_PP_SPEC is set) and may refuse it only after loading; test this combination on one "
-            "node first or drop speculative decoding." % (algorithm, pp))
+    return found("speculative-algorithm %s with pp-size %d: SGLang restricts speculative decoding with pipeline "
+                 "parallelism (EAGLE without multi-layer, and only with prefill disaggregation unless "
+                 "SGLANG_ENABLE_PP_SPEC is set) and may refuse it only after loading." % (algorithm, pp),
+                 "test this combination on one node first or drop speculative decoding",
+                 {"speculative-algorithm": algorithm, "pp-size": pp})
+
+
+def check_python(ctx):
+    python = ctx.get("python")
+    if not python:
+        return None
+    evidence = {"interpreter": python.get("interpreter"), "version": python.get("version"),
+                "requires": python.get("requires"), "requires_source": python.get("requires_source")}
+    fix = ("install Python %s or newer and point %s at it%s"
+           % (python.get("minimum"), python.get("variable") or "the interpreter variable",
+              " (%s)" % python["hint"] if python.get("hint") else ""))
+    if python.get("version") is None:
+        if python.get("installable"):
+            return found("%s is not installed yet; the sglang role installs it (package %s)."
+                         % (python.get("interpreter"), python.get("package")), NOTHING_TO_DO, evidence, INFO)
+        return found("%s not found on the host: the sglang role cannot build SGLang's virtualenv."
+                     % python.get("interpreter"), fix, evidence)
+    if version_tuple(python["version"]) >= version_tuple(python.get("minimum")):
+        return None
+    return found("%s is Python %s but SGLang needs %s: pip refuses to install it, after the driver install and "
+                 "its reboot." % (python.get("interpreter"), python["version"], python.get("requires")), fix, evidence)
 
 
 RULES = (
@@ -468,12 +553,15 @@ RULES = (
     Rule("K26-REMOVED-OPTION", ERROR, "option removed from SGLang", check_removed_options),
     Rule("K26-DEPRECATED-OPTION", ERROR, "deprecated option refused in the config file", check_deprecated_options),
     Rule("K26-SPEC-PP", WARNING, "speculative decoding with pipeline parallelism", check_speculative_pp),
+    Rule("K26-PYTHON-VERSION", ERROR, "interpreter too old for SGLang", check_python),
 )
 RULE_IDS = tuple(rule.id for rule in RULES)
 
 
 def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=None, cache=None,
-                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True):
+                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True, python=None):
+    """``python``: {"interpreter", "version" (None: not found), "minimum", "requires", "requires_source",
+    "variable", "installable", "package", "hint"} or None (not checked)."""
     return {
         "options": normalize_options(options),
         "gpu": gpu,
@@ -483,11 +571,18 @@ def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=
         "cache": cache,
         "min_driver_version": min_driver_version or DEFAULT_MIN_DRIVER_VERSION,
         "mla": mla,
+        "python": python,
     }
 
 
+def finding(rule_id, severity, title, verdict):
+    """The data every finding is: id, severity, title, message, fix and evidence."""
+    return {"id": rule_id, "severity": severity, "title": title, "message": verdict.message, "fix": verdict.fix,
+            "evidence": verdict.evidence}
+
+
 def evaluate(ctx, rules=RULES, severity_overrides=None):
-    """Run the rules; return findings [{id, severity, title, message}] in rule order.
+    """Run the rules; return their findings in rule order.
 
     ``severity_overrides`` maps a rule id to error|warning|info|off; it applies to the error and warning
     findings of that rule (info findings stay info) and 'off' drops the rule.
@@ -498,19 +593,75 @@ def evaluate(ctx, rules=RULES, severity_overrides=None):
         override = overrides.get(rule.id)
         if override == SEVERITY_OFF:
             continue
-        result = rule.check(ctx)
-        if not result:
+        verdict = rule.check(ctx)
+        if not verdict:
             continue
-        severity, message = result if isinstance(result, tuple) else (rule.severity, result)
+        severity = verdict.severity or rule.severity
         if override in SEVERITIES and severity != INFO:
             severity = override
-        findings.append({"id": rule.id, "severity": severity, "title": rule.title, "message": message})
+        findings.append(finding(rule.id, severity, rule.title, verdict))
     return findings
 
 
+# ---------------------------------------------------------------- findings from outside the rules
+
+UNKNOWN_VARIABLE = "K26-UNKNOWN-VARIABLE"
+SGLANG_REFUSES = "K26-SGLANG-REFUSES"
+SGLANG_ABBREVIATION = "K26-SGLANG-ABBREVIATION"
+#: prefixes of the variables our roles and plays read; a variable with one of them that none of them knows is a typo
+VARIABLE_PREFIXES = ("sglang_", "nvidia_cuda_", "k26_")
+
+
+def unknown_variable_findings(names, known):
+    """A warning per variable that carries one of our prefixes but that no role or play knows."""
+    known = sorted(set(known))
+    findings = []
+    for name in sorted(set(names)):
+        if not name.startswith(VARIABLE_PREFIXES) or name.startswith("__") or name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        fix = ("did you mean %s?" % close[0]) if close else \
+            "remove it, or check its name against the roles' defaults/main.yml and playbooks/vars/play_variables.yml"
+        findings.append(finding(UNKNOWN_VARIABLE, WARNING, "variable no role or play knows", found(
+            "%s is set but no role or play of k26deploy reads it: it has no effect." % name, fix,
+            {"variable": name, "closest": close[0] if close else None})))
+    return findings
+
+
+def args_check_findings(result):
+    """SGLang's own verdict on the options (sglang_args_check's result) as findings."""
+    findings = []
+    evidence = {"stage": result.get("stage"), "sglang_version": result.get("sglang_version")}
+    if result.get("ok") is False:
+        findings.append(finding(SGLANG_REFUSES, ERROR, "SGLang's own parser refuses the options", found(
+            "SGLang refuses the options (%s): %s" % (result.get("stage") or "parse", result.get("error")),
+            "fix or remove the option it names; the service would not start with it", evidence)))
+    for flag in result.get("abbreviated") or []:
+        findings.append(finding(SGLANG_ABBREVIATION, WARNING, "option accepted only as an abbreviation", found(
+            "%s is not an SGLang option; argparse accepted it as the abbreviation of a longer flag, which the next "
+            "SGLang release may make ambiguous." % flag, "spell the option out", dict(evidence, option=flag))))
+    return findings
+
+
+def strict(findings):
+    """--strict: every warning is an error."""
+    return [dict(f, severity=ERROR) if f["severity"] == WARNING else f for f in findings]
+
+
+SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+
+
+def by_severity(findings):
+    """Errors first, then warnings, then notes; rule order within each."""
+    return sorted(findings, key=lambda f: SEVERITY_ORDER.get(f["severity"], 3))
+
+
 def count(findings, severity):
-    return sum(1 for finding in findings if finding["severity"] == severity)
+    return sum(1 for item in findings if item["severity"] == severity)
 
 
-def format_finding(finding):
-    return "%-7s %s: %s" % (finding["severity"].upper(), finding["id"], finding["message"])
+def format_finding(item):
+    """One line: SEVERITY ID: message Fix: fix."""
+    fix = (item.get("fix") or "").rstrip(".")
+    shown = "" if not fix or fix == NOTHING_TO_DO else " Fix: %s%s" % (fix, "" if fix.endswith("?") else ".")
+    return "%-7s %s: %s%s" % (item["severity"].upper(), item["id"], item["message"], shown)

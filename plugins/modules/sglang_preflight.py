@@ -14,8 +14,12 @@ description:
     CUDA graphs disabled, C(pp-async-batch-depth) below C(pp-size), tp x pp not matching the GPUs, an attention
     backend that does not run on the GPU architecture, a model larger than the GPU memory budget, a driver too
     old for CUDA 13 or Fabric Manager missing on an NVSwitch system.
-  - Returns every finding with a stable id, a severity and a message that says what happens and what to change.
-  - Fails when any finding has severity V(error); warnings explain and let the play continue.
+  - Returns every finding as data - a stable id, a severity, a message that says what happens, the fix, and the
+    evidence (the options and facts the rule read) - errors first.
+  - Also turns into findings SGLang's own verdict on the options (the result of M(sglang_args_check), when given),
+    variables that carry one of the roles' prefixes but that no role or play knows (a typo), and an interpreter too
+    old for SGLang.
+  - Fails when any finding has severity V(error); warnings explain and let the play continue, unless O(strict).
   - On a simulator host (O(simulator=true)) the GPU rules report V(info) instead of errors.
 version_added: "0.1.0"
 author:
@@ -74,6 +78,51 @@ options:
         V(K26-DRIVER-TOO-OLD=warning) when the driver role is about to upgrade the driver.
     type: dict
     default: {}
+  strict:
+    description:
+      - Every warning is an error.
+    type: bool
+    default: false
+  args_check:
+    description:
+      - The registered result of M(sglang_args_check) on the same options; its verdict becomes findings
+        (V(K26-SGLANG-REFUSES), V(K26-SGLANG-ABBREVIATION)).
+    type: dict
+  variables:
+    description:
+      - Names of the variables set for this host (for example from the C(ansible.builtin.varnames) lookup).
+        Those with a prefix of the roles (C(sglang_), C(nvidia_cuda_), C(k26_)) that are not in
+        O(known_variables) are findings V(K26-UNKNOWN-VARIABLE) naming the closest known variable.
+    type: list
+    elements: str
+  known_variables:
+    description:
+      - Every variable the roles and plays read.
+    type: list
+    elements: str
+    default: []
+  python_interpreter:
+    description:
+      - Interpreter SGLang (or the simulator) runs with or whose virtualenv is built from, a path or a name on
+        E(PATH). Its version is checked against SGLang's Requires-Python.
+    type: str
+  python_variable:
+    description:
+      - Name of the variable that selects O(python_interpreter), for the fix.
+    type: str
+  python_package:
+    description:
+      - Package that provides O(python_interpreter) and that the sglang role installs; a missing interpreter is
+        then a note, not an error.
+    type: str
+  python_hint:
+    description:
+      - Where such an interpreter comes from on this distribution, for the fix.
+    type: str
+  sglang_venv_python:
+    description:
+      - Interpreter of an installed SGLang virtualenv; its SGLang's Requires-Python is used when present.
+    type: path
 attributes:
   check_mode:
     support: full
@@ -109,7 +158,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 findings:
-  description: The findings, in rule order.
+  description: The findings, errors first, then warnings, then notes.
   returned: always
   type: list
   elements: dict
@@ -128,11 +177,19 @@ findings:
       type: str
       returned: always
     message:
-      description: What happens and what to change.
+      description: What happens.
       type: str
       returned: always
+    fix:
+      description: What to change.
+      type: str
+      returned: always
+    evidence:
+      description: The options and facts the rule read, by name.
+      type: dict
+      returned: always
 lines:
-  description: One line per finding - severity, id, message.
+  description: One line per finding - severity, id, message and fix - errors first.
   returned: always
   type: list
   elements: str
@@ -165,9 +222,18 @@ cache:
   description: Cache directory facts (path, checked_path, free_bytes, min_free_bytes); V(null) without O(cache_dir).
   returned: always
   type: dict
+python:
+  description: What was found about O(python_interpreter) (interpreter, version, requires, minimum); V(null) without it.
+  returned: always
+  type: dict
+strict:
+  description: Whether warnings were made errors.
+  returned: always
+  type: bool
 """
 
 import os
+import re
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
@@ -177,12 +243,17 @@ from ansible.module_utils.k26_preflight_rules import (
     RULE_IDS,
     SEVERITIES,
     SEVERITY_OFF,
+    SGLANG_REQUIRES_PYTHON,
     WARNING,
+    args_check_findings,
     build_context,
+    by_severity,
     count,
     evaluate,
     format_finding,
     normalize_key,
+    strict,
+    unknown_variable_findings,
 )
 from ansible.module_utils.nvidia_smi import gather_facts
 from ansible.module_utils.sglang_args import secret_values
@@ -248,6 +319,36 @@ def cache_facts(path, min_free_gb):
     return {"path": path, "checked_path": probe, "free_bytes": free, "min_free_bytes": int(min_free_gb * (1 << 30))}
 
 
+VERSION_PROBE = "import platform; print(platform.python_version())"
+REQUIRES_PROBE = "import importlib.metadata as m; print(m.metadata('sglang').get('Requires-Python') or '')"
+
+
+def probe(module, interpreter, code):
+    """stdout of `interpreter -c code`, or None when the interpreter is missing or fails."""
+    path = interpreter if os.path.isabs(interpreter) else module.get_bin_path(interpreter)
+    if not path or not os.path.exists(path):
+        return None
+    rc, out, _err = module.run_command([path, "-c", code])
+    return out.strip() if rc == 0 else None
+
+
+def python_facts(module, params):
+    """The interpreter's version against SGLang's Requires-Python (the installed package's, else the pinned one's)."""
+    interpreter = params["python_interpreter"]
+    if not interpreter:
+        return None
+    requires, source = SGLANG_REQUIRES_PYTHON, "sglang 0.5.23 (pinned)"
+    if params["sglang_venv_python"]:
+        installed = probe(module, params["sglang_venv_python"], REQUIRES_PROBE)
+        if installed:
+            requires, source = installed, "installed sglang in %s" % params["sglang_venv_python"]
+    minimum = re.search(r">=\s*([0-9.]+)", requires)
+    return {"interpreter": interpreter, "version": probe(module, interpreter, VERSION_PROBE), "requires": requires,
+            "requires_source": source, "minimum": minimum.group(1) if minimum else "3.11",
+            "variable": params["python_variable"], "installable": bool(params["python_package"]),
+            "package": params["python_package"], "hint": params["python_hint"]}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -262,6 +363,15 @@ def main():
             mla=dict(type="bool", default=True),
             gpu_facts=dict(type="dict"),
             severity_overrides=dict(type="dict", default={}),
+            strict=dict(type="bool", default=False),
+            args_check=dict(type="dict"),
+            variables=dict(type="list", elements="str"),
+            known_variables=dict(type="list", elements="str", default=[]),
+            python_interpreter=dict(type="str"),
+            python_variable=dict(type="str"),
+            python_package=dict(type="str"),
+            python_hint=dict(type="str"),
+            sglang_venv_python=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -291,12 +401,21 @@ def main():
                      "size_bytes": None}
 
     cache = cache_facts(params["cache_dir"], params["min_cache_free_gb"])
+    python = python_facts(module, params)
     ctx = build_context(params["options"], gpu=gpu, simulator=params["simulator"],
                         expected_gpus=params["expected_gpus"], model=model, cache=cache,
-                        min_driver_version=params["min_driver_version"], mla=params["mla"])
+                        min_driver_version=params["min_driver_version"], mla=params["mla"], python=python)
     findings = evaluate(ctx, severity_overrides=overrides)
+    findings += args_check_findings(params["args_check"] or {})
+    if params["variables"] is not None:
+        findings += unknown_variable_findings(params["variables"], params["known_variables"])
+    if params["strict"]:
+        findings = strict(findings)
+    findings = by_severity(findings)
     result = dict(
         changed=False,
+        strict=params["strict"],
+        python=python,
         findings=findings,
         lines=[format_finding(f) for f in findings],
         error_count=count(findings, ERROR),

@@ -1,5 +1,6 @@
 """k26_preflight_rules: one case per rule that fires and one that does not, as data; plus the module end to end."""
 import json
+import sys
 
 import pytest
 
@@ -52,6 +53,10 @@ MODEL_OK = {"path": "/models/Kimi-K2.6", "hub_id": False, "exists": True, "is_di
 CACHE_OK = {"path": "/var/cache/sglang", "free_bytes": 200 * GIB, "min_free_bytes": 50 * GIB}
 
 
+PY = {"interpreter": "python3", "minimum": "3.11", "requires": ">=3.11", "requires_source": "sglang 0.5.23 (pinned)",
+      "variable": "sglang_python_interpreter", "installable": False, "package": "", "hint": ""}
+
+
 def ctx(options=None, drop=(), **kwargs):
     opts = dict(K26)
     opts.update(options or {})
@@ -77,7 +82,7 @@ CASES = [
     ("K26-CUDA-GRAPH-OFF", "prefill only stays quiet", ctx({"disable-prefill-cuda-graph": True}), None, None),
     ("K26-PP-ASYNC-DEPTH", "depth = stages", ctx(), None, None),
     ("K26-PP-ASYNC-DEPTH", "seed: depth 0", ctx({"pp-async-batch-depth": 0}), "warning",
-     "at most 1/8 (12%) of the GPUs are busy at once; set pp-async-batch-depth: 8"),
+     "at most 1/8 (12%) of the GPUs are busy at once"),
     ("K26-PP-ASYNC-DEPTH", "depth unset", ctx(drop=["pp-async-batch-depth"]), "warning", "1/8 (12%)"),
     ("K26-PP-ASYNC-DEPTH", "depth 4", ctx({"pp-async-batch-depth": 4}), "warning", "4/8 (50%)"),
     ("K26-PP-ASYNC-DEPTH", "no pipeline", ctx({"pp-size": 1, "tp-size": 8, "pp-async-batch-depth": 0}), None, None),
@@ -155,7 +160,7 @@ CASES = [
                        fm={"installed": True, "active": None, "binary": None})), "warning", "state is unknown"),
     ("K26-REMOVED-OPTION", "current flags", ctx({"cuda-graph-max-bs-decode": 256}), None, None),
     ("K26-REMOVED-OPTION", "cuda-graph-max-bs", ctx({"cuda-graph-max-bs": 256}), "error",
-     "cuda-graph-max-bs (use cuda-graph-max-bs-decode"),
+     "cuda-graph-max-bs -> cuda-graph-max-bs-decode"),
     ("K26-REMOVED-OPTION", "--cuda_graph_bs spelling", ctx({"--cuda_graph_bs": [1, 2]}), "error", "cuda-graph-bs"),
     ("K26-DEPRECATED-OPTION", "none", ctx(), None, None),
     ("K26-DEPRECATED-OPTION", "disable-cuda-graph in the file", ctx({"disable-cuda-graph": True}), "error",
@@ -165,6 +170,9 @@ CASES = [
     ("K26-SPEC-PP", "EAGLE3 with PP8", ctx({"speculative-algorithm": "EAGLE3"}), "warning", "SGLANG_ENABLE_PP_SPEC"),
     ("K26-SPEC-PP", "DFLASH without PP", ctx({"speculative-algorithm": "DFLASH", "pp-size": 1, "tp-size": 8}),
      None, None),
+    ("K26-PYTHON-VERSION", "Debian 12's 3.11", ctx(python=dict(PY, version="3.11.2")), None, None),
+    ("K26-PYTHON-VERSION", "Ubuntu 22.04's 3.10", ctx(python=dict(PY, version="3.10.12")), "error",
+     "python3 is Python 3.10.12 but SGLang needs >=3.11"),
 ]
 RULES = {rule.id: rule for rule in r.RULES}
 
@@ -178,7 +186,8 @@ def test_rule(rule_id, name, context, severity, text):
         return
     (finding,) = findings
     assert finding["id"] == rule_id and finding["severity"] == severity
-    assert text in finding["message"], finding["message"]
+    assert text in finding["message"] + " " + finding["fix"], finding
+    assert finding["fix"] and isinstance(finding["evidence"], dict) and finding["evidence"], finding
 
 
 def test_every_rule_has_a_firing_and_a_quiet_case():
@@ -205,10 +214,13 @@ def test_simulator_host_reports_no_errors_for_gpu_rules():
     assert {f["id"] for f in findings} == {"K26-GPU-COUNT", "K26-GPU-EXPECTED"}
 
 
-def test_seed_configuration_gives_both_seed_findings():
+def test_seed_configuration_gives_both_seed_findings_with_fix_and_evidence():
     seed = ctx({"disable-cuda-graph": True, "pp-async-batch-depth": 0})
-    ids = [f["id"] for f in r.evaluate(seed)]
-    assert ids[:2] == ["K26-CUDA-GRAPH-OFF", "K26-PP-ASYNC-DEPTH"]
+    graphs, depth = r.evaluate(seed)[:2]
+    assert (graphs["id"], graphs["fix"], graphs["evidence"]) == (
+        "K26-CUDA-GRAPH-OFF", "remove disable-cuda-graph", {"disable-cuda-graph": True, "attention-backend": "triton"})
+    assert (depth["id"], depth["evidence"]) == ("K26-PP-ASYNC-DEPTH", {"pp-size": 8, "pp-async-batch-depth": 0})
+    assert depth["fix"].startswith("set pp-async-batch-depth: 8")
 
 
 def test_severity_overrides():
@@ -226,8 +238,77 @@ def test_normalize_options():
 
 
 def test_format_finding():
-    line = r.format_finding({"id": "K26-X", "severity": "warning", "message": "m"})
-    assert line == "WARNING K26-X: m"
+    assert r.format_finding({"id": "K26-X", "severity": "warning", "message": "m", "fix": "do this."}) == (
+        "WARNING K26-X: m Fix: do this.")
+    assert r.format_finding({"id": "K26-X", "severity": "info", "message": "m", "fix": r.NOTHING_TO_DO}) == (
+        "INFO    K26-X: m")
+    assert r.format_finding({"id": "K26-X", "severity": "error", "message": "m", "fix": "did you mean y?"}) == (
+        "ERROR   K26-X: m Fix: did you mean y?")
+
+
+# ---------------------------------------------------------------- findings from outside the rules
+
+KNOWN = ["sglang_service_port", "sglang_service_host", "sglang_version", "nvidia_cuda_driver_branch",
+         "k26_target_hosts"]
+
+
+def test_typo_names_the_closest_known_variable():
+    (finding,) = r.unknown_variable_findings(["sglang_servce_port", "sglang_service_host", "ansible_host"], KNOWN)
+    assert (finding["id"], finding["severity"]) == ("K26-UNKNOWN-VARIABLE", "warning")
+    assert finding["fix"] == "did you mean sglang_service_port?"
+    assert finding["evidence"] == {"variable": "sglang_servce_port", "closest": "sglang_service_port"}
+
+
+def test_unknown_variable_without_a_close_name():
+    (finding,) = r.unknown_variable_findings(["k26_something_else_entirely"], KNOWN)
+    assert finding["evidence"]["closest"] is None and "play_variables.yml" in finding["fix"]
+
+
+def test_known_internal_and_foreign_variables_are_quiet():
+    assert r.unknown_variable_findings(KNOWN + ["__sglang_service_x", "ansible_user", "my_sglang_x"], KNOWN) == []
+
+
+def test_sglang_verdict_is_a_finding():
+    refused = {"ok": False, "stage": "parse", "error": "unrecognized arguments: --pp-sise 8",
+               "sglang_version": "0.5.23", "abbreviated": ["--pp-async-batch-dept"]}
+    error, abbreviation = r.args_check_findings(refused)
+    assert (error["id"], error["severity"]) == ("K26-SGLANG-REFUSES", "error")
+    assert "unrecognized arguments: --pp-sise 8" in error["message"]
+    assert error["evidence"] == {"stage": "parse", "sglang_version": "0.5.23"}
+    assert (abbreviation["id"], abbreviation["severity"]) == ("K26-SGLANG-ABBREVIATION", "warning")
+    assert abbreviation["evidence"]["option"] == "--pp-async-batch-dept"
+    assert r.args_check_findings({"ok": True, "abbreviated": []}) == []
+    assert r.args_check_findings({"skipped": True}) == []
+
+
+def test_strict_makes_every_warning_an_error_and_errors_come_first():
+    findings = r.evaluate(ctx({"pp-async-batch-depth": 0}, gpu=NO_GPU, simulator=True, model=None))
+    assert [f["severity"] for f in findings] == ["warning", "info", "info"]
+    strict = r.by_severity(r.strict(findings))
+    assert [(f["id"], f["severity"]) for f in strict] == [
+        ("K26-PP-ASYNC-DEPTH", "error"), ("K26-GPU-COUNT", "info"), ("K26-GPU-EXPECTED", "info")]
+
+
+
+
+@pytest.mark.parametrize("python, severity, text", [
+    (dict(PY, version="3.11.2"), None, None),
+    (dict(PY, version="3.12.3"), None, None),
+    (dict(PY, version="3.10.12", hint="install Python 3.11 (deadsnakes)"), "error",
+     "python3 is Python 3.10.12 but SGLang needs >=3.11"),
+    (dict(PY, version="3.9.18"), "error", "point sglang_python_interpreter at it"),
+    (dict(PY, interpreter="python3.11", version=None, installable=True, package="python3.11"), "info",
+     "the sglang role installs it (package python3.11)"),
+    (dict(PY, interpreter="python3.11", version=None), "error", "python3.11 not found on the host"),
+], ids=["3.11", "3.12", "Ubuntu 22.04", "EL9 python3", "EL9 python3.11 to install", "missing"])
+def test_interpreter_against_sglang_requires_python(python, severity, text):
+    findings = r.evaluate(ctx(python=python), rules=[RULES["K26-PYTHON-VERSION"]])
+    if severity is None:
+        assert findings == []
+        return
+    (finding,) = findings
+    assert finding["severity"] == severity and text in finding["message"] + " " + finding["fix"], finding
+    assert finding["evidence"]["interpreter"] == python["interpreter"]
 
 
 # ---------------------------------------------------------------- the module
@@ -273,3 +354,39 @@ def test_module_rejects_unknown_override(capsys):
     rc, result = run_module({"options": K26, "gpu_facts": RTX8, "check_model": False,
                              "severity_overrides": {"K26-NOPE": "error"}}, capsys)
     assert rc == 1 and "K26-NOPE" in result["msg"]
+
+
+def test_module_strict_makes_warnings_fail(capsys):
+    options = dict(K26, **{"pp-async-batch-depth": 0})
+    rc, result = run_module({"options": options, "gpu_facts": RTX8, "check_model": False}, capsys)
+    assert rc == 0 and result["warning_count"] == 1 and result["strict"] is False
+    rc, result = run_module({"options": options, "gpu_facts": RTX8, "check_model": False, "strict": True}, capsys)
+    assert rc == 1 and result["error_count"] == 1 and result["warning_count"] == 0
+    assert result["findings"][0]["id"] == "K26-PP-ASYNC-DEPTH" and "K26-PP-ASYNC-DEPTH" in result["msg"]
+
+
+def test_module_folds_in_sglang_verdict_and_unknown_variables(capsys):
+    rc, result = run_module({"options": K26, "gpu_facts": RTX8, "check_model": False,
+                             "args_check": {"ok": False, "stage": "parse", "error": "unrecognized arguments: --x 1"},
+                             "variables": ["sglang_servce_port", "sglang_service_port"],
+                             "known_variables": ["sglang_service_port"]}, capsys)
+    assert rc == 1
+    assert [(f["id"], f["severity"]) for f in result["findings"]] == [
+        ("K26-SGLANG-REFUSES", "error"), ("K26-UNKNOWN-VARIABLE", "warning")]
+    assert result["lines"][1] == ("WARNING K26-UNKNOWN-VARIABLE: sglang_servce_port is set but no role or play of "
+                                  "k26deploy reads it: it has no effect. Fix: did you mean sglang_service_port?")
+
+
+def test_module_reads_the_interpreter_version(tmp_path, capsys):
+    rc, result = run_module({"options": K26, "gpu_facts": RTX8, "check_model": False,
+                             "python_interpreter": sys.executable}, capsys)
+    assert rc == 0 and result["findings"] == []
+    assert result["python"]["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert result["python"]["requires"] == r.SGLANG_REQUIRES_PYTHON
+    old = tmp_path / "python3.10"
+    old.write_text("#!/bin/sh\necho 3.10.12\n")
+    old.chmod(0o755)
+    rc, result = run_module({"options": K26, "gpu_facts": RTX8, "check_model": False,
+                             "python_interpreter": str(old), "python_variable": "sglang_python_interpreter"}, capsys)
+    assert rc == 1 and result["findings"][0]["id"] == "K26-PYTHON-VERSION"
+    assert result["findings"][0]["evidence"]["version"] == "3.10.12"

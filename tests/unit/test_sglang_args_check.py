@@ -217,3 +217,15 @@ def test_parse_check_output():
 def test_module_requires_python_or_simulator(capsys):
     rc, result = run_module({"options": {"pp-size": 8}}, capsys)
     assert rc == 1 and "python" in result["msg"] and "simulator" in result["msg"]
+
+
+@pytest.mark.sglang_real
+@real
+def test_pinned_requires_python_is_the_real_packages():
+    """The interpreter rule's Requires-Python is the one in SGLang 0.5.23's own metadata."""
+    from ansible.module_utils.k26_preflight_rules import SGLANG_REQUIRES_PYTHON
+
+    out = subprocess.run([str(SGLANG_PYTHON), "-c", "import importlib.metadata as m; "
+                          "print(m.version('sglang'), m.metadata('sglang')['Requires-Python'])"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["0.5.23", SGLANG_REQUIRES_PYTHON]
