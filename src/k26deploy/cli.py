@@ -156,12 +156,23 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "logs":
             command.add_argument("-n", "--lines", type=int, metavar="N",
                                  help="journal lines per host (extra var k26_log_lines; playbook default 200)")
+        if name in ("deploy", "preflight"):
+            command.add_argument("--strict", action="store_true",
+                                 help="every preflight warning is an error: stop before anything changes "
+                                      "(extra var k26_preflight_strict)")
     return parser
 
 
 # -- output -------------------------------------------------------------------------------------
 def _yesno(value: Any) -> str:
     return "yes" if value else "no"
+
+
+def format_finding(finding: dict[str, Any]) -> str:
+    """SEVERITY ID: message Fix: fix."""
+    fix = str(finding.get("fix") or "").rstrip(".")
+    shown_fix = f" Fix: {fix}{'' if fix.endswith('?') else '.'}" if fix and fix != "nothing to do" else ""
+    return f"{str(finding.get('severity', '?')).upper():<7} {finding.get('id')}: {finding.get('message')}{shown_fix}"
 
 
 def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool = False) -> None:
@@ -192,6 +203,8 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
         if host.simulator:
             fields.append("[SIMULATOR, not a real SGLang]")
         out.write("  " + " ".join(fields) + "\n")
+        for finding in host.findings or []:
+            out.write(f"    {format_finding(finding)}\n")
         if host.failed_task and (host.failed or host.unreachable):
             out.write(f"    failed task: {host.failed_task}\n")
         if host.msg and (host.failed or host.unreachable or host.ready is False):
@@ -245,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.lines < 1:
             return _early_failure(args, "--lines must be at least 1", EXIT_BAD_INPUT)
         extra_vars["k26_log_lines"] = args.lines
+    if getattr(args, "strict", False):
+        extra_vars["k26_preflight_strict"] = True
 
     view = None if args.quiet else LiveView(sys.stderr, raw=args.verbose > 0)
     cancel_event = threading.Event()

@@ -92,7 +92,11 @@ SUMMARY_FIELDS = (
     "restarts",
     "model_ids",
     "timeline",
+    "findings",
 )
+
+#: finding severities, most severe first (the order findings are shown in)
+FINDING_SEVERITIES = ("error", "warning", "info")
 
 _RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "runner_on_skipped")
 
@@ -161,6 +165,9 @@ def _coerce(name: str, value: Any) -> Any:
             return None
     if name in ("msg", "journal_excerpt", "last_log_line"):
         return _text(value)
+    if name == "findings":
+        return sorted(value or [], key=lambda f: FINDING_SEVERITIES.index(f.get("severity"))
+                      if f.get("severity") in FINDING_SEVERITIES else len(FINDING_SEVERITIES))
     return value
 
 
@@ -223,6 +230,12 @@ class HostResult:
     readiness: dict[str, Any] | None = None
     #: the host's raw ``k26_hosts`` entry from set_stats, if the playbook published one
     summary: dict[str, Any] | None = None
+    #: preflight findings (deploy, preflight) or those of the running configuration (status): each a dict with
+    #: ``id``, ``severity`` (error, warning, info), ``title``, ``message``, ``fix`` and ``evidence``; errors first
+    findings: list[dict[str, Any]] | None = None
+
+    def findings_of(self, severity: str) -> list[dict[str, Any]]:
+        return [f for f in self.findings or [] if f.get("severity") == severity]
 
     @property
     def timed_out(self) -> bool:

@@ -1,11 +1,15 @@
-"""deploy_k26.yml refuses bad input with a clear message before anything on the host changes."""
+"""deploy_k26.yml refuses bad input with a clear message before anything on the host changes; preflight findings
+reach Python callers and the CLI, and --strict turns the warnings into that refusal."""
 
+import json
 import os
+import subprocess
 
 import pytest
 import yaml
 
-from harness import ROOT, SystemdContainer, demo_inventory, run_playbook, task_results
+import k26deploy
+from harness import ROOT, VENV_BIN, SystemdContainer, demo_inventory, run_playbook, task_results
 
 pytestmark = pytest.mark.integration
 
@@ -39,13 +43,77 @@ def test_bad_input_fails_before_any_change(bare, case, tmp_path):
     extra, message = CASES[case]
     extra_file = tmp_path / "extra.yml"
     extra_file.write_text(yaml.safe_dump(extra))
-    before = box.exec("find /etc /opt /var/lib/sglang /var/cache/sglang -xdev -newer /etc/hostname 2>/dev/null | sort").stdout
+    before = changed_files(box)
     rc, data = run_playbook(str(ROOT / "deploy_k26.yml"), str(inventory), extra_args=["-e", "@%s" % extra_file])
     assert rc != 0
     failed = [res for _, res in task_results(data, box.name) if res.get("failed")]
     assert failed, "no task failed for %s" % case
     assert message in failed[0]["msg"], failed[0]["msg"]
     assert data["stats"][box.name]["changed"] == 0
-    after = box.exec("find /etc /opt /var/lib/sglang /var/cache/sglang -xdev -newer /etc/hostname 2>/dev/null | sort").stdout
-    assert after == before, "files changed on the host"
+    assert changed_files(box) == before, "files changed on the host"
     assert box.exec("id sglang", check=False).returncode != 0
+
+
+def changed_files(box):
+    return box.exec("find /etc /opt /var/lib/sglang /var/cache/sglang -xdev -newer /etc/hostname 2>/dev/null | sort").stdout
+
+
+# The seed deployment's two costly settings: CUDA graphs off (implicitly, through the attention backend) and
+# pp-async-batch-depth 0 with PP8.
+SEED = {"sglang_service_attention_backend": "torch_native", "sglang_service_pp_async_batch_depth": 0}
+
+
+def cli(*args):
+    proc = subprocess.run([str(VENV_BIN / "k26deploy"), *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_preflight_findings_reach_the_python_api(bare):
+    box, inventory = bare
+    result = k26deploy.preflight(inventory=inventory, extra_vars=SEED)
+    assert result.exit_code == 0, result.to_json()
+    findings = {f["id"]: f for f in result.hosts[box.name].findings}
+    graphs, depth = findings["K26-CUDA-GRAPH-OFF"], findings["K26-PP-ASYNC-DEPTH"]
+    assert graphs["severity"] == depth["severity"] == "warning"
+    assert graphs["fix"] == "use attention-backend triton, which keeps graphs"
+    assert graphs["evidence"]["attention-backend"] == "torch_native"
+    assert depth["fix"].startswith("set pp-async-batch-depth: 8")
+    assert depth["evidence"] == {"pp-size": 8, "pp-async-batch-depth": 0}
+
+
+def test_preflight_findings_in_the_cli_summary_and_json(bare, tmp_path):
+    box, inventory = bare
+    seed = tmp_path / "seed.yml"
+    seed.write_text(yaml.safe_dump(dict(SEED, sglang_servce_port=31000)))
+    rc, out, _ = cli("preflight", "-i", inventory, "-e", "@%s" % seed, "-q")
+    assert rc == 0, out
+    lines = [line.strip() for line in out.splitlines() if line.startswith("    ")]
+    assert lines[0].startswith("WARNING K26-CUDA-GRAPH-OFF: CUDA graphs will be off for decode")
+    assert lines[1].startswith("WARNING K26-PP-ASYNC-DEPTH: pp-size 8 with pp-async-batch-depth 0")
+    assert lines[2].endswith("Fix: did you mean sglang_service_port?"), lines
+    rc, out, _ = cli("preflight", "-i", inventory, "-e", "@%s" % seed, "--json")
+    host = json.loads(out)["hosts"][box.name]
+    assert [f["id"] for f in host["findings"] if f["severity"] == "warning"] == [
+        "K26-CUDA-GRAPH-OFF", "K26-PP-ASYNC-DEPTH", "K26-UNKNOWN-VARIABLE"]
+
+
+def test_strict_deploy_fails_before_any_change(bare, tmp_path):
+    box, inventory = bare
+    seed = tmp_path / "seed.yml"
+    seed.write_text(yaml.safe_dump(SEED))
+    before = changed_files(box)
+    rc, out, _ = cli("deploy", "-i", inventory, "-e", "@%s" % seed, "--strict", "--json")
+    result = json.loads(out)
+    assert rc == 2 and result["exit_code"] == 2
+    host = result["hosts"][box.name]
+    assert host["state"] == "bad_input" and host["changed"] == 0
+    assert {f["id"]: f["severity"] for f in host["findings"]}["K26-PP-ASYNC-DEPTH"] == "error"
+    assert changed_files(box) == before and box.exec("id sglang", check=False).returncode != 0
+
+
+def test_clean_configuration_has_no_warning(bare):
+    box, inventory = bare
+    result = k26deploy.preflight(inventory=inventory)
+    assert result.exit_code == 0, result.to_json()
+    # On a host without GPU the GPU rules can only say that they were not checked.
+    assert {f["severity"] for f in result.hosts[box.name].findings} <= {"info"}

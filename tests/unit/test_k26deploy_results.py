@@ -505,3 +505,35 @@ def test_summary_shows_failure_excerpt():
     assert "gpu-01: failed" in text and "reason=crash_loop" in text
     assert "| torch.OutOfMemoryError: CUDA out of memory" in text
     assert "artifacts: /tmp/a" in text
+
+
+def test_findings_from_set_stats_are_data_errors_first_and_printed_one_per_line():
+    findings = [
+        {"id": "K26-PP-ASYNC-DEPTH", "severity": "warning", "message": "pp-size 8 with depth 0.",
+         "fix": "set pp-async-batch-depth: 8", "evidence": {"pp-size": 8, "pp-async-batch-depth": 0}},
+        {"id": "K26-GPU-COUNT", "severity": "info", "message": "not checked", "fix": "nothing to do", "evidence": {}},
+        {"id": "K26-SGLANG-REFUSES", "severity": "error", "message": "SGLang refuses the options.",
+         "fix": "fix it", "evidence": {}},
+    ]
+    events = deploy_events_ready()[:-1] + [stats(ok={"gpu-01": 10}, artifact_data={"k26_hosts": {
+        "gpu-01": {"findings": findings}}})]
+    result = build_run_result(events, playbook=PLAYBOOK, status="successful", rc=0)
+    host = result.hosts["gpu-01"]
+    assert [f["id"] for f in host.findings] == ["K26-SGLANG-REFUSES", "K26-PP-ASYNC-DEPTH", "K26-GPU-COUNT"]
+    assert host.findings_of("warning")[0]["evidence"] == {"pp-size": 8, "pp-async-batch-depth": 0}
+    assert json.loads(result.to_json())["hosts"]["gpu-01"]["findings"][1]["fix"] == "set pp-async-batch-depth: 8"
+    out = io.StringIO()
+    print_summary(result, "deploy", out)
+    lines = [line.strip() for line in out.getvalue().splitlines() if line.startswith("    ")]
+    assert lines == ["ERROR   K26-SGLANG-REFUSES: SGLang refuses the options. Fix: fix it.",
+                     "WARNING K26-PP-ASYNC-DEPTH: pp-size 8 with depth 0. Fix: set pp-async-batch-depth: 8.",
+                     "INFO    K26-GPU-COUNT: not checked"]
+
+
+def test_strict_is_an_option_of_deploy_and_preflight_only():
+    from k26deploy.cli import build_parser
+
+    args = build_parser().parse_args(["deploy", "--strict"])
+    assert args.strict is True
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["status", "--strict"])
