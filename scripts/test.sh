@@ -20,7 +20,7 @@ step "ansible-test sanity: validate-modules"
 tests/sanity/validate_modules.sh
 
 step "pytest: unit and integration tests"
-python -m pytest -v -p no:cacheprovider tests
+python -m pytest -v -rs -p no:cacheprovider tests
 
 step "molecule: default and failure scenarios"
 for scenario in default failure; do

@@ -15,15 +15,11 @@ import pytest
 
 from ansible.module_utils import sglang_args
 from module_runner import run_module as run_shared
+from sglang_venv import SGLANG_PYTHON
+from sglang_venv import requires_real_sglang as real
 
 ROOT = Path(__file__).resolve().parents[2]
-SGLANG_PYTHON = ROOT / ".cache" / "sglang-venv" / "bin" / "python"
 SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator.py"
-
-real = pytest.mark.skipif(
-    not SGLANG_PYTHON.exists(),
-    reason="real sglang not installed: run scripts/setup_sglang_cpu.sh to create .cache/sglang-venv",
-)
 
 # The Kimi K2.6 option set for 8x RTX PRO 6000 (PP8), as the sglang_service role renders it.
 K26 = {
@@ -173,13 +169,10 @@ def test_simulator_mode_ok_and_error(fake_simulator, capsys):
     assert "sim-secret-42" not in json.dumps(result)
 
 
-@pytest.mark.skipif(not SIMULATOR.exists(), reason="roles/sglang/files/sglang_simulator.py not written yet")
 def test_real_simulator_check_only(capsys):
     ok_options = {"model-path": "/models/Kimi-K2.6", "pp-size": 8, "pp-async-batch-depth": 8}
     rc, result = run_module({"options": ok_options, "simulator": str(SIMULATOR),
                              "simulator_python": sys.executable}, capsys)
-    if rc != 0 and "sim-check-only" in (result.get("error") or ""):
-        pytest.skip("the simulator does not support --sim-check-only yet")
     assert rc == 0, result
     rc, result = run_module({"options": dict(ok_options, **{"cuda-graph-max-bs": 256}), "simulator": str(SIMULATOR),
                              "simulator_python": sys.executable}, capsys)

@@ -142,8 +142,8 @@ def sse_events(body):
 def test_config_file_merges_and_cli_wins(start_sim):
     port = free_port()
     sim = start_sim("--port", str(port), "--tp-size", "2", config={
-        "served-model-name": "kimi-k2.6", "port": free_port(), "tp_size": 8, "trust_remote_code": True,
-        "disable-cuda-graph": False, "enable-metrics": True,
+        "served-model-name": "kimi-k2.6", "port": free_port(), "tp-size": 8, "trust-remote-code": True,
+        "disable-radix-cache": False, "enable-metrics": True,
     })
     sim.wait_port()
     status, _, body = sim.get("/v1/models")
@@ -156,8 +156,11 @@ def test_config_file_merges_and_cli_wins(start_sim):
 
 
 @pytest.mark.parametrize("flags, config, message", [
-    (["--cuda-graph-max-bs", "64"], None, "unrecognized arguments: --cuda-graph-max-bs 64"),
-    ([], {"cuda-graph-max-bs": 64}, "unrecognized arguments: --cuda-graph-max-bs 64"),
+    (["--cuda-graph-max-bs", "64"], None, "ambiguous option: --cuda-graph-max-bs could match"),
+    ([], {"cuda-graph-max-bs": 64}, "ambiguous option: --cuda-graph-max-bs could match"),
+    ([], {"tp_size": 8}, "unrecognized arguments: --tp_size 8"),
+    ([], {"disable-cuda-graph": True},
+     "Unsupported config option 'disable_cuda_graph' with action 'DeprecatedStoreTrueAction'"),
     ([], "- just\n- a list\n", "must contain a mapping"),
     ([], {"served-model-name": None}, "unsupported value"),
     (["--attention-backend", "cutlass_mla"], None, "invalid choice"),
@@ -197,8 +200,8 @@ def test_port_closed_while_loading_then_models_answer(start_sim):
     sim.wait_port()
     sim.wait_for("Uvicorn running on")  # logged just after the bind
     stderr = sim.stderr
-    assert "Load weight end" in stderr and "Capture cuda graph end" in stderr
-    assert stderr.index("Capture cuda graph end") < stderr.index("Uvicorn running on")
+    assert "Load weight end" in stderr and "Capture target decode CUDA graph end" in stderr
+    assert stderr.index("Capture target decode CUDA graph end") < stderr.index("Uvicorn running on")
     assert json.loads(sim.get("/v1/models")[2])["data"][0]["id"].endswith("Kimi-K2.6")
 
 
@@ -228,7 +231,7 @@ def test_disabled_graphs_warn_and_skip_capture(start_sim):
     sim = start_sim("--attention-backend", "torch_native")
     sim.wait_for(READY_LINE)
     assert "Cuda graph is disabled because of using torch native attention backend" in sim.stderr
-    assert "Capture cuda graph begin" not in sim.stderr
+    assert "CUDA graph begin" not in sim.stderr
 
 
 def test_sigterm_exits_0_quickly(start_sim):

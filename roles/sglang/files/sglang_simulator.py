@@ -187,25 +187,40 @@ def load_config_file(path):
     return data
 
 
-def config_to_args(config, parser):
-    """Turn the mapping into command-line arguments, like SGLang's ConfigArgumentMerger.
+def config_keys(action):
+    """The keys a config file may use for ACTION: its dest and every long flag, with underscores."""
+    return {action.dest} | {option[2:].replace("-", "_") for option in action.option_strings if option.startswith("--")}
 
-    store_true options: true -> bare flag, false -> left out; other booleans -> ``--key true|false``;
-    lists -> the flag followed by each item; mappings -> JSON; scalars -> ``--key value``.
+
+def config_to_args(config, parser):
+    """Turn the mapping into command-line arguments the way SGLang 0.5.23's ConfigArgumentMerger does.
+
+    A key becomes ``--KEY`` exactly as written (so ``tp_size`` is an unrecognized ``--tp_size``, and a unique
+    prefix is an abbreviation that argparse accepts); store_true options: true -> bare flag, false -> left out;
+    other booleans -> ``--key true|false``; lists -> the flag followed by each item; mappings -> JSON; scalars ->
+    ``--key value``. Options of other kinds (the deprecated store_true flags) are refused in the file.
     """
-    store_true = {action.dest for action in parser._actions if isinstance(action, argparse._StoreTrueAction)}
+    store_true = {key for action in parser._actions if isinstance(action, argparse._StoreTrueAction)
+                  for key in config_keys(action)}
+    unsupported = {key: action for action in parser._actions
+                   if action.option_strings and not isinstance(action, (argparse._StoreTrueAction,
+                                                                         argparse._StoreAction))
+                   and action.nargs is not None and action.dest not in ("help", "config")
+                   for key in config_keys(action)}
     args = []
     for key, value in config.items():
         if not isinstance(key, str) or not key.strip("-_"):
             raise ConfigError(f"config file: option names must be strings, got {key!r}")
-        name = key.strip("-").replace("_", "-")
-        flag = "--" + name
-        if name in ("config", "help", "h"):
-            raise ConfigError(f"Unsupported config option '{name}' in the config file")
-        if name.startswith("sim-"):
-            raise ConfigError(f"unrecognized arguments: {flag} (simulator knobs are SGLANG_SIM_* "
+        key_norm = key.replace("-", "_")
+        if key_norm in unsupported:
+            raise ConfigError(f"Unsupported config option '{key_norm}' with action "
+                              f"'{unsupported[key_norm].__class__.__name__}'")
+        if key.strip("-") in ("config", "help", "h"):
+            raise ConfigError(f"Unsupported config option '{key}' in the config file")
+        if key_norm.startswith("sim_"):
+            raise ConfigError(f"unrecognized arguments: --{key} (simulator knobs are SGLANG_SIM_* "
                               "environment variables; SGLang rejects them in its config)")
-        args.extend(option_to_args(flag, value, name.replace("-", "_") in store_true))
+        args.extend(option_to_args("--" + key, value, key_norm in store_true))
     return args
 
 
@@ -240,6 +255,17 @@ def positive_int(text):
     return value
 
 
+class DeprecatedStoreTrueAction(argparse.Action):
+    """A deprecated flag that still stores True on the command line (SGLang 0.5.23's action of the same name);
+    config files refuse it."""
+
+    def __init__(self, option_strings, dest, nargs=0, const=True, default=False, **kwargs):
+        super().__init__(option_strings, dest, nargs=nargs, const=const, default=default, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, True)
+
+
 def add_server_options(parser):
     """The SGLang 0.5.23 options the simulator knows, with SGLang's names and defaults."""
     add = parser.add_argument
@@ -256,7 +282,7 @@ def add_server_options(parser):
     add("--expert-parallel-size", "--ep-size", "--ep", dest="ep_size", type=int, default=1)
     add("--data-parallel-size", "--dp-size", dest="dp_size", type=int, default=1)
     add("--attn-dp-size", type=int, default=1)
-    add("--enable-dp-attention", action="store_true")
+    add("--enable-dp-attention", action=DeprecatedStoreTrueAction)
     add("--nnodes", type=int, default=1)
     add("--node-rank", type=int, default=0)
     add("--dist-init-addr")
@@ -265,13 +291,15 @@ def add_server_options(parser):
     add("--trust-remote-code", action="store_true")
     add("--tool-call-parser")
     add("--reasoning-parser")
-    add("--disable-cuda-graph", action="store_true")
+    add("--disable-cuda-graph", action=DeprecatedStoreTrueAction)
     add("--disable-decode-cuda-graph", action="store_true")
     add("--disable-prefill-cuda-graph", action="store_true")
     add("--cuda-graph-backend-decode", choices=CUDA_GRAPH_BACKENDS)
     add("--cuda-graph-backend-prefill", choices=CUDA_GRAPH_BACKENDS)
     add("--cuda-graph-max-bs-decode", type=int)
     add("--cuda-graph-max-bs-prefill", type=int)
+    add("--cuda-graph-bs-decode", type=int, nargs="+")
+    add("--cuda-graph-bs-prefill", type=int, nargs="+")
     add("--speculative-algorithm", choices=SPECULATIVE_ALGORITHMS)
     add("--speculative-draft-model-path")
     add("--speculative-num-steps", type=int)
@@ -280,6 +308,7 @@ def add_server_options(parser):
     add("--context-length", type=int)
     add("--max-running-requests", type=int)
     add("--chunked-prefill-size", type=int)
+    add("--disable-radix-cache", action="store_true")
     add("--kv-cache-dtype", default="auto")
     add("--quantization")
     add("--log-level", default="info")
@@ -330,10 +359,9 @@ class SimSettings:
 
 
 def build_parser(environ):
-    # No abbreviations: the simulator knows fewer flags than SGLang, so a prefix that is unique
-    # here could be ambiguous there. Only exact flag names are accepted.
-    parser = argparse.ArgumentParser(description="GPU-less SGLang simulator (launch_server options).",
-                                     allow_abbrev=False)
+    # argparse accepts a unique prefix of a flag, as in SGLang; the simulator knows fewer flags than SGLang, so
+    # only prefixes that are unique in both behave the same (tests/unit/test_simulator_conformance.py).
+    parser = argparse.ArgumentParser(description="GPU-less SGLang simulator (launch_server options).")
     add_server_options(parser)
     sim = parser.add_argument_group("simulator knobs (defaults from SGLANG_SIM_* environment variables)")
     for flag, env, default, kind, help_text in SIM_KNOBS:
@@ -1157,7 +1185,7 @@ class Simulator:
         elapsed = time.monotonic() - started
         for label, avail_gb, usage_gb in measured:
             self.log.info(f"Load weight end. elapsed={elapsed:.2f} s, type={self.architecture}, "
-                          f"dtype=torch.bfloat16, avail mem={avail_gb:.2f} GB, mem usage={usage_gb:.2f} GB.",
+                          f"avail mem={avail_gb:.2f} GB, mem usage={usage_gb:.2f} GB.",
                           rank=label)
 
     def allocate_memory_pool(self):
@@ -1173,32 +1201,39 @@ class Simulator:
             self.gpu.broadcast("capture")
         self.kv_tokens = int(measured[0][1] * 1024 ** 3 / (70272 * 2 / max(self.args.tp_size, 1)))
         for label, pool_gb, avail_gb in measured:
-            self.log.info(f"KV Cache is allocated. #tokens: {self.kv_tokens}, KV size: {pool_gb:.2f} GB",
+            self.log.info(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {self.kv_tokens}, "
+                          f"KV size: {pool_gb:.2f} GB",
                           rank=label)
             self.log.info(f"Memory pool end. avail mem={avail_gb:.2f} GB", rank=label)
 
     def capture_cuda_graphs(self, decode, prefill):
-        phases = [name for name, on in (("decode", decode), ("prefill", prefill)) if on]
+        """SGLang 0.5.23's capture: the decode graph over a range of batch sizes, then the prefill graph."""
+        phases = [phase for phase, on in (("decode", decode), ("prefill", prefill)) if on]
+        for phase in phases:
+            self.capture_phase(phase, self.settings.graph_seconds / len(phases))
+        if self.gpu:
+            captured = self.gpu_call(self.gpu.gather, "captured")
+            self.avail_gb = min(done["avail_gb"] for done in captured)
+
+    def capture_phase(self, phase, seconds):
+        backend = getattr(self.args, f"cuda_graph_backend_{phase}") or ("full" if phase == "decode" else "breakable")
+        detail = "num_tokens_per_req=1" if phase == "decode" else "num_tokens=8192"
         for label in self.labels():
-            self.log.info("Capture cuda graph begin. This can take up to several minutes. "
+            self.log.info(f"Capture target {phase} CUDA graph begin. backend={backend}, {detail}, "
                           f"avail mem={self.avail_gb:.2f} GB", rank=label)
         started = time.monotonic()
-        max_bs = self.args.cuda_graph_max_bs_decode or 256
+        max_bs = (self.args.cuda_graph_max_bs_decode if phase == "decode" else self.args.cuda_graph_max_bs_prefill) or 256
         batch_sizes = sorted({max_bs, max(max_bs // 2, 1), max(max_bs // 4, 1), 8, 4, 2, 1}, reverse=True)
         total = len(batch_sizes)
         for done, bs in enumerate(batch_sizes, start=1):
-            time.sleep(self.settings.graph_seconds / total)
-            self.log.raw(f"Capturing batches (bs={bs} avail_mem={self.avail_gb - 0.1 * done:.2f} GB) "
-                         f"[{'+'.join(phases)}]: {100 * done // total:3d}%| {done}/{total}")
-        self.avail_gb -= 0.85
-        measured = [(label, self.avail_gb) for label in self.labels()]
-        if self.gpu:
-            measured = [(spec.label, done["avail_gb"])
-                        for spec, done in zip(self.gpu.specs, self.gpu_call(self.gpu.gather, "captured"))]
+            time.sleep(seconds / total)
+            self.log.raw(f"Capturing batches (bs={bs} avail_mem={self.avail_gb - 0.1 * done:.2f} GB): "
+                         f"{100 * done // total:3d}%| {done}/{total}")
+        self.avail_gb -= 0.85 / 2
         elapsed = time.monotonic() - started
-        for label, avail_gb in measured:
-            self.log.info(f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage=0.85 GB. "
-                          f"avail mem={avail_gb:.2f} GB.", rank=label)
+        for label in self.labels():
+            self.log.info(f"Capture target {phase} CUDA graph end. bs={batch_sizes[::-1]}, elapsed={elapsed:.2f} s, "
+                          f"mem usage={0.85 / 2:.2f} GB, avail mem={self.avail_gb:.2f} GB.", rank=label)
 
     def start_http_server(self):
         host, port = self.args.host, self.args.port
@@ -1207,7 +1242,8 @@ class Simulator:
             self.log.info(f"max_total_num_tokens={self.kv_tokens}, "
                           f"chunked_prefill_size={args.chunked_prefill_size or 8192}, max_prefill_tokens=16384, "
                           f"max_running_requests={args.max_running_requests or 256}, "
-                          f"context_len={args.context_length or DEFAULT_CONTEXT_LENGTH}", rank=self.labels()[0])
+                          f"context_len={args.context_length or DEFAULT_CONTEXT_LENGTH}, "
+                          f"available_gpu_mem={self.avail_gb:.2f} GB", rank=self.labels()[0])
         else:
             self.log.info(f"Node rank {self.args.node_rank}: starting the dummy health check server "
                           f"at {host}:{port} (rank 0 serves the API)")

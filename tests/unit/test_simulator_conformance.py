@@ -1,0 +1,224 @@
+"""The simulator held to the real SGLang 0.5.23, read from the package itself (the CPU venv of
+scripts/setup_sglang_cpu.sh), never from memory:
+
+* the same corpus of config files and flags goes to SGLang's own parser and to the simulator's --sim-check-only,
+  and both must give the same verdict and the same class of error;
+* every option the roles can render is known to both, and the simulator knows no option SGLang does not;
+* the simulator's routes exist in SGLang's HTTP server, and SGLang's own auth decision agrees with the simulator's
+  on which of them need the API key;
+* the log lines the readiness module, the live view and the benchmarks rely on, as the simulator prints them,
+  come from SGLang's own source.
+"""
+import ast
+import json
+import re
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible.module_utils import sglang_args
+from sglang_venv import SGLANG_PYTHON, SGLANG_SITE, requires_real_sglang
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = ROOT / "roles" / "sglang" / "files"
+SIMULATOR = FILES / "sglang_simulator.py"
+sys.path.insert(0, str(FILES))
+
+import sglang_simulator as sim  # noqa: E402
+
+pytestmark = [pytest.mark.sglang_real, requires_real_sglang]
+
+# ---------------------------------------------------------------- verdicts
+
+BASE = {"model-path": "/models/Kimi-K2.6", "served-model-name": "kimi-k2.6", "pp-size": 8,
+        "pp-async-batch-depth": 8, "trust-remote-code": True}
+
+# (case, config mapping, extra command-line flags, expected class: None = accepted)
+CORPUS = [
+    ("the K2.6 profile", BASE, [], None),
+    ("profile with metrics and parsers", dict(BASE, **{"enable-metrics": True, "tool-call-parser": "kimi_k2",
+                                                      "reasoning-parser": "kimi_k2", "attention-backend": "triton"}),
+     [], None),
+    ("a flag wins over the file", BASE, ["--pp-size", "4"], None),
+    ("store_true false is left out", dict(BASE, **{"disable-radix-cache": False}), [], None),
+    ("decode graph batch sizes as a list", dict(BASE, **{"cuda-graph-bs-decode": [1, 2, 4, 8]}), [], None),
+    ("misspelt option in the file", dict(BASE, **{"pp-async-batch-detph": 8}), [], "unrecognized"),
+    ("misspelt flag", BASE, ["--tp-sise", "2"], "unrecognized"),
+    ("underscore key in the file", dict(BASE, **{"tp_size": 1}), [], "unrecognized"),
+    ("simulator knob in the file", dict(BASE, **{"sim-load-seconds": 1}), [], "unrecognized"),
+    ("unknown attention backend", dict(BASE, **{"attention-backend": "fa9"}), [], "invalid choice"),
+    ("not a number", dict(BASE, **{"tp-size": "two"}), [], "invalid value"),
+    ("deprecated flag in the file", dict(BASE, **{"disable-cuda-graph": True}), [], "unsupported config option"),
+    ("deprecated dp-attention in the file", dict(BASE, **{"enable-dp-attention": True}), [],
+     "unsupported config option"),
+    ("deprecated flag on the command line", BASE, ["--disable-cuda-graph"], None),
+    ("removed cuda-graph-max-bs", dict(BASE, **{"cuda-graph-max-bs": 256}), [], "ambiguous"),
+    ("removed cuda-graph-bs", dict(BASE, **{"cuda-graph-bs": [1, 2]}), [], "ambiguous"),
+    ("abbreviated key in the file", dict(BASE, **{"pp-async-batch-dept": 8}), [], None),
+    ("abbreviated flag", BASE, ["--mem-fraction-stat", "0.8"], None),
+    ("flag without its value", BASE, ["--port"], "expected one argument"),
+]
+
+ERROR_CLASSES = (
+    ("unrecognized", re.compile(r"unrecognized arguments")),
+    ("ambiguous", re.compile(r"ambiguous option")),
+    ("invalid choice", re.compile(r"invalid choice")),
+    ("invalid value", re.compile(r"invalid (int|float) value")),
+    ("unsupported config option", re.compile(r"Unsupported config option")),
+    ("expected one argument", re.compile(r"expected one argument")),
+)
+
+
+def error_class(result):
+    if result["ok"]:
+        return None
+    return next((name for name, pattern in ERROR_CLASSES if pattern.search(result["error"] or "")),
+                "other: %s" % result["error"])
+
+
+def run(argv):
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("case, config, flags, expected", CORPUS, ids=[c[0] for c in CORPUS])
+def test_same_verdict_as_sglang(case, config, flags, expected, tmp_path):
+    real, _ = sglang_args.run_check(run, str(SGLANG_PYTHON), options=config, extra_args=flags, tmpdir=str(tmp_path))
+    simulated, _ = sglang_args.run_check(run, sys.executable, options=config, extra_args=flags,
+                                         simulator=str(SIMULATOR), tmpdir=str(tmp_path))
+    assert real["sglang_version"] == "0.5.23"
+    assert (error_class(real), error_class(simulated)) == (expected, expected), (real["error"], simulated["error"])
+
+
+# ---------------------------------------------------------------- options
+
+def real_options():
+    script = ("import argparse, json; from sglang.srt.server_args import ServerArgs; p = argparse.ArgumentParser();"
+              "ServerArgs.add_cli_args(p); print(json.dumps(sorted(o for a in p._actions for o in a.option_strings"
+              " if o.startswith('--'))))")
+    return set(json.loads(subprocess.run([str(SGLANG_PYTHON), "-c", script], capture_output=True, text=True,
+                                         check=True, timeout=300).stdout))
+
+
+def simulator_options():
+    parser = sim.build_parser({})
+    return {o for a in parser._actions for o in a.option_strings
+            if o.startswith("--") and not o.startswith("--sim-") and o != "--help"}
+
+
+def renderable_options():
+    """Every option key the sglang_service role can write into the config file itself."""
+    role = ROOT / "roles" / "sglang_service"
+    (compute,) = [task for task in yaml.safe_load((role / "tasks" / "options.yml").read_text())
+                  if task.get("name") == "Compute SGLang's options"]
+    keys = set(compute["vars"]["sglang_service_base_options"]) | set(compute["vars"]["sglang_service_derived_options"])
+    for profile in (role / "vars" / "profiles").glob("*.yml"):
+        keys |= set(yaml.safe_load(profile.read_text())["sglang_service_profile_options"] or {})
+    return {"--" + key for key in keys | {"api-key"}}
+
+
+def test_every_renderable_option_is_known_to_both():
+    rendered = renderable_options()
+    assert len(rendered) > 15
+    assert rendered - real_options() == set()
+    assert rendered - simulator_options() == set()
+
+
+def test_the_simulator_knows_a_subset_of_sglang(record_property):
+    real, simulated = real_options(), simulator_options()
+    assert simulated - real == set(), "options the simulator knows but SGLang 0.5.23 does not"
+    # What the simulator does not know; a config using one of these is refused by the simulator only.
+    record_property("sglang_options_the_simulator_lacks", len(real - simulated))
+    assert len(real) > 500 and len(simulated) >= 50
+
+
+# ---------------------------------------------------------------- HTTP
+
+def real_routes():
+    """(method, path) of every route SGLang's HTTP server declares with a literal path."""
+    tree = ast.parse((SGLANG_SITE / "sglang" / "srt" / "entrypoints" / "http_server.py").read_text())
+    routes = set()
+    for node in ast.walk(tree):
+        for decorator in getattr(node, "decorator_list", []):
+            if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+                    and getattr(decorator.func.value, "id", None) == "app" and decorator.args
+                    and isinstance(decorator.args[0], ast.Constant)):
+                continue
+            kind, path = decorator.func.attr, decorator.args[0].value
+            if kind == "api_route":
+                methods = next((k.value for k in decorator.keywords if k.arg == "methods"), None)
+                routes |= {(m.value, path) for m in methods.elts} if methods else {("GET", path)}
+            elif kind in ("get", "post", "put", "delete"):
+                routes.add((kind.upper(), path))
+    return routes
+
+
+def simulator_api(*flags):
+    args, settings = sim.parse_args(["--model-path", "m", "--enable-metrics", *flags], {})
+    return sim.Api(sim.ServerState(args, settings, sim.Log()))
+
+
+def test_simulator_routes_exist_in_sglang():
+    routes = {(method, path) for path, (method, _) in simulator_api().routes.items()}
+    metrics = {("GET", "/metrics")}  # mounted by SGLang's Prometheus set-up, not declared as a route
+    assert routes - metrics <= real_routes(), routes - metrics - real_routes()
+
+
+def test_which_routes_need_the_key_is_sglangs_decision():
+    script = ("import json, sys; from sglang.srt.utils.auth import decide_request_auth, AuthLevel;"
+              "print(json.dumps({p: decide_request_auth(method=m, path=p, authorization_header=None, api_key='k',"
+              " admin_api_key=None, auth_level=AuthLevel.NORMAL).allowed for m, p in json.loads(sys.argv[1])}))")
+    api = simulator_api("--api-key", "k")
+    routes = [(method, path) for path, (method, _) in api.routes.items()]
+    real = json.loads(subprocess.run([str(SGLANG_PYTHON), "-c", script, json.dumps(routes)], capture_output=True,
+                                     text=True, check=True, timeout=300).stdout)
+    no_key = Namespace(headers={})
+    simulated = {path: api.authorized(no_key, path) for _, path in routes}
+    assert simulated == real
+    assert real["/health"] and real["/ready"] and not real["/v1/models"]
+
+
+# ---------------------------------------------------------------- log lines
+
+# What the simulator prints (a fragment of its line) -> where SGLang 0.5.23 prints it (a pattern in its source).
+RELIED_ON = [
+    ("Load weight begin. avail mem=", r'"Load weight begin\. avail mem='),
+    ("Loading safetensors checkpoint shards:", r'desc="Loading safetensors checkpoint shards"'),
+    ("Load weight end. elapsed=", r'f"Load weight end\. "\s*f"elapsed='),
+    ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: ",
+     r"is allocated'\}\. dtype: \{self\.dtype\}, \"\s*f\"#tokens: \{num_tokens\}, KV size: "),
+    ("Memory pool end. avail mem=", r'f"Memory pool end\. "\s*f"avail mem='),
+    ("Capture target decode CUDA graph begin. backend=",
+     r'capture_name = f"\{role\} decode"(.|\n)*f"Capture \{capture_name\} \{graph_backend\[model_runner\.device\]\} '
+     r'begin\. "\s*f"backend='),
+    ("Capturing batches (bs=", r'f"Capturing batches \(\{bs=\} \{avail_mem=:\.2f\} GB\)"'),
+    ("Capture target decode CUDA graph end. bs=",
+     r'f"Capture \{capture_name\} \{graph_backend\[model_runner\.device\]\} end\. "\s*f"bs='),
+    ("max_total_num_tokens=", r'f"max_total_num_tokens=\{self\.max_total_num_tokens\}, "'),
+    ("The server is fired up and ready to roll!", r'"The server is fired up and ready to roll!"'),
+]
+
+
+def test_relied_on_log_lines_come_from_sglang(tmp_path):
+    port = sim_port()
+    proc = subprocess.run([sys.executable, str(SIMULATOR), "--model-path", "m", "--port", str(port),
+                           "--sim-load-seconds", "0", "--sim-graph-seconds", "0", "--sim-warmup-seconds", "0",
+                           "--sim-failure", "crash_after_ready", "--sim-crash-after-seconds", "0"],
+                          capture_output=True, text=True, timeout=60)
+    printed = proc.stderr
+    source = "\n".join(path.read_text(errors="replace") for path in (SGLANG_SITE / "sglang" / "srt").rglob("*.py"))
+    for fragment, pattern in RELIED_ON:
+        assert fragment in printed, "the simulator does not print %r" % fragment
+        assert re.search(pattern, source), "SGLang 0.5.23 has no %r (%s)" % (fragment, pattern)
+
+
+def sim_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
