@@ -5,6 +5,7 @@ helpers to write units and run commands inside. `run_task` runs one task through
 podman connection and returns the task's result as a dict (the json callback: no text parsing).
 """
 
+import contextlib
 import json
 import os
 import shlex
@@ -65,7 +66,33 @@ class SystemdContainer:
         return self.exec("systemctl " + " ".join(shlex.quote(a) for a in args), check=check)
 
     def remove(self):
-        subprocess.run(["podman", "rm", "-f", "-t", "0", self.name], capture_output=True)
+        remove_container(self.name)
+
+    def snapshot(self):
+        """{path: sha256} of every file outside the kernel's and systemd's volatile trees and the journal
+        (Ansible's own module runs are logged there), to compare before and after a run that must change nothing."""
+        listing = self.exec("find / -xdev \\( -path /proc -o -path /sys -o -path /run -o -path /tmp -o -path /dev "
+                            "-o -path /var/log/journal -o -path /root/.ansible \\) -prune -o \\( -type f -o -type l \\) "
+                            "-print0 | xargs -0 sha256sum 2>/dev/null", check=False, timeout=300).stdout
+        return dict(reversed(line.split("  ", 1)) for line in listing.splitlines() if "  " in line)
+
+
+def remove_container(name):
+    subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
+
+
+@contextlib.contextmanager
+def systemd_container(name, publish=None):
+    """A SystemdContainer that is removed whatever happens, also when starting it failed half-way."""
+    try:
+        yield SystemdContainer(name, publish=publish)
+    finally:
+        remove_container(name)
+
+
+def snapshot_diff(before, after):
+    """Paths added, removed or changed between two snapshots."""
+    return sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
 
 
 def run_playbook(playbook, inventory, extra_env=None, check=False, timeout=900, extra_args=()):

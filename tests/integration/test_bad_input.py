@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import k26deploy
-from harness import ROOT, VENV_BIN, SystemdContainer, demo_inventory, run_playbook, task_results
+from harness import ROOT, VENV_BIN, demo_inventory, run_playbook, snapshot_diff, systemd_container, task_results
 
 pytestmark = pytest.mark.integration
 
@@ -17,12 +17,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory):
     """A fresh container nothing was deployed to, and an inventory with the demo's settings for it."""
-    box = SystemdContainer("k26-it-input-%d" % os.getpid())
-    inventory = demo_inventory(box, tmp_path_factory.mktemp("inventory"))
-    try:
-        yield box, inventory
-    finally:
-        box.remove()
+    with systemd_container("k26-it-input-%d" % os.getpid()) as box:
+        yield box, demo_inventory(box, tmp_path_factory.mktemp("inventory"))
 
 
 CASES = {
@@ -43,19 +39,15 @@ def test_bad_input_fails_before_any_change(bare, case, tmp_path):
     extra, message = CASES[case]
     extra_file = tmp_path / "extra.yml"
     extra_file.write_text(yaml.safe_dump(extra))
-    before = changed_files(box)
+    before = box.snapshot()
     rc, data = run_playbook(str(ROOT / "deploy_k26.yml"), str(inventory), extra_args=["-e", "@%s" % extra_file])
     assert rc != 0
     failed = [res for _, res in task_results(data, box.name) if res.get("failed")]
     assert failed, "no task failed for %s" % case
     assert message in failed[0]["msg"], failed[0]["msg"]
     assert data["stats"][box.name]["changed"] == 0
-    assert changed_files(box) == before, "files changed on the host"
+    assert snapshot_diff(before, box.snapshot()) == [], "files changed on the host"
     assert box.exec("id sglang", check=False).returncode != 0
-
-
-def changed_files(box):
-    return box.exec("find /etc /opt /var/lib/sglang /var/cache/sglang -xdev -newer /etc/hostname 2>/dev/null | sort").stdout
 
 
 # The seed deployment's two costly settings: CUDA graphs off (implicitly, through the attention backend) and
@@ -101,14 +93,14 @@ def test_strict_deploy_fails_before_any_change(bare, tmp_path):
     box, inventory = bare
     seed = tmp_path / "seed.yml"
     seed.write_text(yaml.safe_dump(SEED))
-    before = changed_files(box)
+    before = box.snapshot()
     rc, out, _ = cli("deploy", "-i", inventory, "-e", "@%s" % seed, "--strict", "--json")
     result = json.loads(out)
     assert rc == 2 and result["exit_code"] == 2
     host = result["hosts"][box.name]
     assert host["state"] == "bad_input" and host["changed"] == 0
     assert {f["id"]: f["severity"] for f in host["findings"]}["K26-PP-ASYNC-DEPTH"] == "error"
-    assert changed_files(box) == before and box.exec("id sglang", check=False).returncode != 0
+    assert snapshot_diff(before, box.snapshot()) == [] and box.exec("id sglang", check=False).returncode != 0
 
 
 def test_clean_configuration_has_no_warning(bare):

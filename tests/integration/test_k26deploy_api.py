@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import k26deploy
-from harness import ROOT, VENV_BIN, SystemdContainer, demo_inventory
+from harness import ROOT, VENV_BIN, demo_inventory, systemd_container
 
 pytestmark = pytest.mark.integration
 
@@ -16,14 +16,11 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     """A fresh container and an inventory for it with the demo's settings; deployed once."""
-    box = SystemdContainer("k26-it-api-%d" % os.getpid())
-    inventory = demo_inventory(box, tmp_path_factory.mktemp("inventory"))
-    events = []
-    first = k26deploy.deploy(inventory=inventory, event_callback=events.append)
-    try:
+    with systemd_container("k26-it-api-%d" % os.getpid()) as box:
+        inventory = demo_inventory(box, tmp_path_factory.mktemp("inventory"))
+        events = []
+        first = k26deploy.deploy(inventory=inventory, event_callback=events.append)
         yield box, inventory, first, events
-    finally:
-        box.remove()
 
 
 def invocation(box):
@@ -69,16 +66,26 @@ def test_bad_input_fails_before_anything_changes(target):
     assert invocation(box) == before
 
 
+MANAGED_FILES = ("/etc/systemd/system/sglang.service", "/etc/sglang/sglang.yaml", "/etc/sglang/sglang.env")
+
+
+def managed_files(box):
+    """The bytes of the unit, config and environment files (what a rollback must restore exactly)."""
+    return {path: box.exec("base64 -w0 %s" % path).stdout for path in MANAGED_FILES}
+
+
 def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
     box, inventory, _, _ = target
+    good = managed_files(box)
     bad_env = {"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_FAILURE": "crash_loading"}
     result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_environment": bad_env})
     assert result.exit_code == 1, result.to_json()
     host = result.hosts[box.name]
     # The unit restarts on failure: the first crash is noticed as the start of a crash loop.
     assert not host.ready and host.reason == "crash_loop"
-    assert "CUDA out of memory" in host.journal_excerpt
+    assert "torch.OutOfMemoryError: CUDA out of memory." in host.journal_excerpt
     assert host.rolled_back is True
+    assert managed_files(box) == good
     status = k26deploy.status(inventory=inventory)
     assert status.exit_code == 0 and status.hosts[box.name].ready
 

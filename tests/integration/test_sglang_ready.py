@@ -1,7 +1,8 @@
 """sglang_ready against real systemd + journald in a container, the simulator as the service.
 
-One test per scenario of the readiness issue. Each asserts the reason, that the journal excerpt holds
-the line that explains it, and for the fail-fast cases that the module returned long before its timeout.
+One test per scenario of the readiness issue. Each asserts the reason, the order of events and the evidence: the
+journal excerpt holds the root-cause line, and a fail-fast reason (anything but "timeout") proves that the module
+did not wait for its timeout. How fast it notices is measured by bench/readiness_latency.py, not asserted here.
 """
 
 import itertools
@@ -56,7 +57,7 @@ def test_ready(container):
     assert "kimi-k2.6" in res["model_ids"]
     assert set(res["timeline"]) >= {"http_up", "warm", "ready"}
     assert res["timeline"]["http_up"] <= res["timeline"]["warm"] <= res["timeline"]["ready"]
-    assert res["timeline"]["ready"] <= res["elapsed"] < TIMEOUT
+    assert res["timeline"]["ready"] <= res["elapsed"]
     assert res["warmup_probe"] == "ready"
     container.systemctl("stop", "sim-ready.service")
 
@@ -65,10 +66,9 @@ def test_crash_while_loading(container):
     url = start_sim(container, "sim-crash", failure="crash_loading")
     res = wait(container, "sim-crash", url)
     assert res["failed"] and res["reason"] == "unit_failed", res.get("msg")
-    assert "CUDA out of memory" in excerpt(res)
-    assert res["unit_state"]["ActiveState"] == "failed"
-    assert res["elapsed"] < 30, "fail-fast took %.1fs" % res["elapsed"]
-    assert "out of memory" in res["msg"].lower() or "failed" in res["msg"]
+    assert "torch.OutOfMemoryError: CUDA out of memory." in excerpt(res)
+    assert res["unit_state"]["ActiveState"] == "failed" and res["unit_state"]["ExecMainStatus"] == "1"
+    assert "torch.OutOfMemoryError" in res["msg"]
 
 
 def test_crash_loop_with_restart_on_failure(container):
@@ -76,9 +76,9 @@ def test_crash_loop_with_restart_on_failure(container):
     res = wait(container, "sim-loop", url)
     container.systemctl("stop", "sim-loop.service", check=False)
     assert res["failed"] and res["reason"] == "crash_loop", res.get("msg")
-    assert res["restarts"] >= 1
-    assert "CUDA out of memory" in excerpt(res)
-    assert res["elapsed"] < 30, "crash loop noticed after %.1fs" % res["elapsed"]
+    # max_restarts 0: the wait ends at the first crash, before systemd's restart has run.
+    assert res["restarts"] == 1
+    assert "torch.OutOfMemoryError: CUDA out of memory." in excerpt(res)
 
 
 def test_hang_then_timeout(container):
@@ -86,8 +86,7 @@ def test_hang_then_timeout(container):
     res = wait(container, "sim-hang", url, timeout=8)
     container.systemctl("stop", "sim-hang.service", check=False)
     assert res["failed"] and res["reason"] == "timeout", res.get("msg")
-    assert 8 <= res["elapsed"] < 20
-    assert res["phase"] == "loading"
+    assert res["phase"] == "loading" and "http_up" not in res["timeline"]
     assert "Loading safetensors checkpoint shards" in excerpt(res)
 
 
@@ -97,8 +96,7 @@ def test_warmup_never_succeeds(container):
     container.systemctl("stop", "sim-warm.service", check=False)
     assert res["failed"] and res["reason"] == "warmup_failed", res.get("msg")
     assert "Warmup request failed" in excerpt(res)
-    assert "http_up" in res["timeline"] and "ready" not in res["timeline"]
-    assert res["elapsed"] < 60
+    assert "http_up" in res["timeline"] and "warm" not in res["timeline"] and "ready" not in res["timeline"]
 
 
 def test_wrong_model(container):
@@ -108,7 +106,6 @@ def test_wrong_model(container):
     assert res["failed"] and res["reason"] == "model_mismatch", res.get("msg")
     assert res["model_ids"] == ["some-other-model"]
     assert "some-other-model" in res["msg"]
-    assert res["elapsed"] < 60
 
 
 def test_bad_api_key(container):
@@ -116,7 +113,7 @@ def test_bad_api_key(container):
     res = wait(container, "sim-auth", url, api_key="a-wrong-key")
     container.systemctl("stop", "sim-auth.service", check=False)
     assert res["failed"] and res["reason"] == "auth_failed", res.get("msg")
-    assert res["elapsed"] < 60
+    assert "HTTP 401" in res["msg"]
     # Neither the key the module was given nor the server's own key (SGLang logs it in its start-up
     # server_args line, and the journal excerpt is read from there) comes back in the result.
     assert "a-wrong-key" not in json.dumps(res)
@@ -143,7 +140,7 @@ def test_check_mode_reports_without_waiting(container):
     res = run_task(container, {"sglang_ready": {"unit": "sim-check.service", "url": url, "timeout": TIMEOUT}}, check=True)
     container.systemctl("stop", "sim-check.service", check=False)
     assert res["ready"] is False and not res.get("failed"), res
-    assert res["elapsed"] < 10
+    assert res["reason"] == "check_mode" and res["phase"] == "loading"
 
 
 def test_progress_is_reported_during_long_waits(container, tmp_path):

@@ -234,13 +234,15 @@ def test_disabled_graphs_warn_and_skip_capture(start_sim):
     assert "CUDA graph begin" not in sim.stderr
 
 
-def test_sigterm_exits_0_quickly(start_sim):
+def test_sigterm_shuts_down_cleanly_with_exit_0(start_sim):
     sim = start_sim()
     sim.wait_for(READY_LINE)
-    started = time.monotonic()
     sim.proc.send_signal(signal.SIGTERM)
     assert sim.wait_exit() == 0
-    assert time.monotonic() - started < 1.0
+    shutdown = ["Received SIGTERM, shutting down.", "Shutting down", "Application shutdown complete.",
+                "Finished server process"]
+    positions = [sim.stderr.index(line) for line in shutdown]
+    assert positions == sorted(positions), sim.stderr[-2000:]
 
 
 # ---------------------------------------------------------------- API

@@ -11,17 +11,36 @@ CONFIG = "/etc/sglang/sglang.yaml"
 UNIT = "/etc/systemd/system/sglang.service"
 
 
+def unit_properties(host, *names):
+    out = host.check_output("systemctl show sglang.service " + " ".join("--property=" + n for n in names))
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
 def test_unit_starts_sglang_with_the_config_file_only(host):
     unit = host.file(UNIT)
     assert unit.user == "root" and unit.mode == 0o644
     exec_start = [line for line in unit.content_string.splitlines() if line.startswith("ExecStart=")]
     assert exec_start == ["ExecStart=/usr/bin/python3 /opt/sglang/simulator/sglang_simulator.py --config %s" % CONFIG]
-    content = unit.content_string
-    for directive in ("User=sglang", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
-                      "PrivateTmp=yes", "LimitNOFILE=16384", "Restart=on-failure", "TimeoutStartSec="):
-        assert directive in content
-    assert "ReadWritePaths=/var/cache/sglang" in content
-    assert KEY not in content
+    assert KEY not in unit.content_string
+
+
+def test_hardening_as_systemd_applies_it(host):
+    """What systemd loaded, not what the file says: a misspelt directive would only be a warning in the journal."""
+    props = unit_properties(host, "User", "NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp",
+                            "CapabilityBoundingSet", "AmbientCapabilities", "DevicePolicy", "PrivateDevices",
+                            "RestrictNamespaces", "LimitNOFILE", "Restart", "ReadWritePaths", "UMask",
+                            "SystemCallFilter", "ProtectKernelModules", "ProtectProc")
+    assert props["User"] == "sglang"
+    assert props["NoNewPrivileges"] == "yes" and props["ProtectSystem"] == "strict"
+    assert props["ProtectHome"] == "yes" and props["PrivateTmp"] == "yes"
+    assert props["CapabilityBoundingSet"] == "" and props["AmbientCapabilities"] == ""
+    assert props["DevicePolicy"] == "closed" and props["PrivateDevices"] == "yes"  # no GPU in the container
+    assert props["RestrictNamespaces"] == "yes" and props["ProtectKernelModules"] == "yes"
+    assert props["ProtectProc"] == "invisible" and props["UMask"] == "0077"
+    assert props["LimitNOFILE"] == "16384" and props["Restart"] == "on-failure"
+    assert set(props["ReadWritePaths"].split()) == {"/var/cache/sglang", "/var/lib/sglang",
+                                                    "/var/cache/sglang/huggingface"}
+    assert props["SystemCallFilter"].startswith("~") and "reboot" in props["SystemCallFilter"]
 
 
 def test_config_carries_the_k26_profile_and_the_key_privately(host):

@@ -5,9 +5,12 @@ import json
 KEY = "molecule-test-key-0123456789"
 
 
-def test_previous_environment_is_restored(host):
-    env = host.file("/etc/sglang/sglang.env").content_string
-    assert "SGLANG_SIM_FAILURE" not in env
+def test_previous_files_are_restored_byte_for_byte(host):
+    for path in ("/etc/systemd/system/sglang.service", "/etc/sglang/sglang.yaml", "/etc/sglang/sglang.env"):
+        saved = host.file("/root/previous-good/" + path.rsplit("/", 1)[1])
+        live = host.file(path)
+        assert saved.exists and live.sha256sum == saved.sha256sum, path
+    assert "SGLANG_SIM_FAILURE" not in host.file("/etc/sglang/sglang.env").content_string
 
 
 def test_service_is_serving_again(host):
@@ -19,4 +22,4 @@ def test_service_is_serving_again(host):
 
 def test_the_crash_is_in_the_journal(host):
     journal = host.check_output("journalctl -u sglang.service --no-pager")
-    assert "CUDA out of memory" in journal
+    assert "torch.OutOfMemoryError: CUDA out of memory." in journal
