@@ -155,3 +155,30 @@ def test_progress_is_reported_during_long_waits(container, tmp_path):
     assert {r["phase"] for r in records} & {"loading", "starting"}
     assert all(r["unit"] == "sim-slow.service" for r in records)
     assert any("Load" in (r.get("last_log_line") or "") for r in records)
+
+
+def test_server_without_ready_is_confirmed_with_health_generate(container):
+    url = start_sim(container, "sim-old", env={"SGLANG_SIM_WITHOUT_READY": "yes"})
+    res = wait(container, "sim-old", url, model="kimi-k2.6")
+    served = container.exec("curl -s -o /dev/null -w '%%{http_code}' %s/ready" % url).stdout
+    container.systemctl("stop", "sim-old.service", check=False)
+    assert res["ready"] is True, res.get("msg")
+    assert served == "404" and res["warmup_probe"] == "health_generate"
+
+
+def test_max_restarts_tolerates_that_many_crashes(container):
+    url = start_sim(container, "sim-tolerant", failure="crash_loading", restart="on-failure")
+    res = wait(container, "sim-tolerant", url, max_restarts=2)
+    container.systemctl("stop", "sim-tolerant.service", check=False)
+    # Two restarts are waited through; the third crash ends the wait.
+    assert res["failed"] and res["reason"] == "crash_loop", res.get("msg")
+    assert res["restarts"] == 3
+    assert "torch.OutOfMemoryError: CUDA out of memory." in excerpt(res)
+
+
+def test_inactive_unit_without_a_start_job(container):
+    start_sim(container, "sim-idle")
+    container.systemctl("stop", "sim-idle.service")
+    res = wait(container, "sim-idle", "http://127.0.0.1:1", startup_grace=10 * TIMEOUT)
+    assert res["failed"] and res["reason"] == "unit_inactive", res.get("msg")
+    assert res["unit_state"]["ActiveState"] == "inactive" and "no start job is queued" in res["msg"]

@@ -33,6 +33,7 @@ config file), each also accepted as a command-line flag:
     SGLANG_SIM_FAILURE                  --sim-failure                  none, crash_loading,
                                         hang_loading, crash_after_ready, warmup_fail
     SGLANG_SIM_CRASH_AFTER_SECONDS      --sim-crash-after-seconds      2.0  for crash_after_ready
+    SGLANG_SIM_WITHOUT_READY            --sim-without-ready            no   /ready answers 404 (SGLang <= 0.5.18)
     SGLANG_SIM_GPU                      --sim-gpu                      auto, on or off (below)
     SGLANG_SIM_GPU_ACTIVATION_GIB       --sim-gpu-activation-gib       2.0  GPU memory beyond mem-fraction-static
     SGLANG_SIM_GPU_STEP_DIM             --sim-gpu-step-dim             8192 decode step: matrix size
@@ -248,6 +249,13 @@ def non_negative_float(text):
     return value
 
 
+def yes_no(text):
+    value = str(text).strip().lower()
+    if value not in ("1", "0", "true", "false", "yes", "no"):
+        raise ValueError(text)
+    return value in ("1", "true", "yes")
+
+
 def positive_int(text):
     value = int(text)
     if value < 1:
@@ -332,6 +340,8 @@ SIM_KNOBS = (
     ("--sim-failure", "SGLANG_SIM_FAILURE", "none", str, "one of: " + ", ".join(FAILURE_MODES)),
     ("--sim-crash-after-seconds", "SGLANG_SIM_CRASH_AFTER_SECONDS", "2.0", non_negative_float,
      "seconds after ready before crash_after_ready crashes"),
+    ("--sim-without-ready", "SGLANG_SIM_WITHOUT_READY", "no", yes_no,
+     "answer /ready with 404, as SGLang 0.5.18 and older do (readiness then needs /health_generate)"),
     ("--sim-gpu", "SGLANG_SIM_GPU", "auto", str, "GPU mode, one of: " + ", ".join(GPU_MODES)),
     ("--sim-gpu-activation-gib", "SGLANG_SIM_GPU_ACTIVATION_GIB", "2.0", non_negative_float,
      "GPU mode: activation workspace reserved beyond mem-fraction-static"),
@@ -351,6 +361,7 @@ class SimSettings:
     health_generate_seconds: float
     failure: str
     crash_after_seconds: float
+    without_ready: bool
     gpu: str
     gpu_activation_gib: float
     gpu_step_dim: int
@@ -798,6 +809,8 @@ class Api:
         handler.send_empty(200)
 
     def ready(self, handler, body):
+        if self.state.settings.without_ready:  # SGLang 0.5.18 and older have no /ready
+            return handler.send_json(404, {"detail": "Not Found"})
         handler.send_empty(200 if self.state.warm else 503)
 
     # ---- generation
