@@ -82,7 +82,7 @@ def event_time(box, marker, since):
 
 
 def waiter_sglang_ready(box, cap, playbook_dir):
-    task = {"sglang_ready": {"unit": UNIT + ".service", "url": "http://127.0.0.1:%d" % PORT, "timeout": cap}}
+    task = {"k26.deploy.sglang_ready": {"unit": UNIT + ".service", "url": "http://127.0.0.1:%d" % PORT, "timeout": cap}}
     return _play(box, task, playbook_dir, "sglang_ready")
 
 

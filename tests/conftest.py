@@ -1,19 +1,18 @@
-"""Shared test set-up: make the project's module_utils importable the way Ansible imports them, and under CI=true
+"""Shared test set-up: make the collection's plugins importable the way Ansible imports them, and under CI=true
 make every skip a failure: a missing prerequisite (podman, the image, the SGLang CPU venv) must not turn a real
 check into a silent pass."""
 import os
 import sys
 from pathlib import Path
 
-import ansible.module_utils
 import pytest
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 
 ROOT = Path(__file__).resolve().parent.parent
-for sub in ("plugins/module_utils",):
-    path = str(ROOT / sub)
-    if path not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(path)
-for sub in ("plugins/modules", "plugins/filter", "plugins/action", "src"):
+# The checkout is the collection k26.deploy (.collections/ansible_collections/k26/deploy links to it): its plugins
+# import each other as ansible_collections.k26.deploy.plugins..., here as under Ansible.
+_AnsibleCollectionFinder(paths=[str(ROOT / ".collections")])._install()
+for sub in ("src",):
     path = str(ROOT / sub)
     if path not in sys.path:
         sys.path.insert(0, path)

@@ -16,7 +16,7 @@ import os
 import re
 import tempfile
 
-from ansible.module_utils.k26_preflight_rules import normalize_key
+from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import normalize_key
 
 RESULT_MARKER = "K26_SGLANG_ARGS_CHECK_RESULT="
 

@@ -17,7 +17,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 
 from ansible.module_utils.urls import open_url
-from ansible.module_utils.sglang_readiness import (
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
     PROBE_HEALTH_GENERATE, PROBE_READY, UNIT_PROPERTIES, WARMUP_PATHS,
     http_result, journal_matches, models_known, models_match, model_ids_from, parse_journal_json,
     parse_systemctl_show, wants_http, classify_unit, warmup_probe_due,

@@ -248,7 +248,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.nvidia_smi import gather_facts, sample
+from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts, sample
 
 
 def main():

@@ -237,7 +237,7 @@ import re
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.k26_preflight_rules import (
+from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import (
     ERROR,
     INFO,
     RULE_IDS,
@@ -255,8 +255,8 @@ from ansible.module_utils.k26_preflight_rules import (
     strict,
     unknown_variable_findings,
 )
-from ansible.module_utils.nvidia_smi import gather_facts
-from ansible.module_utils.sglang_args import secret_values
+from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_args import secret_values
 
 
 def directory_size(path):

@@ -263,11 +263,11 @@ resume:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_readiness import (
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
     UNIT_PROPERTIES, advance, build_msg, journal_excerpt, key_error_line, last_line,
     new_state, settings_from_params,
 )
-from ansible.module_utils.sglang_probe import SglangProbe
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_probe import SglangProbe
 
 # Journal entries looked at for an excerpt: enough for a long start-up's tail and its traceback.
 JOURNAL_SCAN_ENTRIES = 5000

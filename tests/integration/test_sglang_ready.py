@@ -42,7 +42,7 @@ def start_sim(container, name, failure=None, config=None, restart="no", env=None
 def wait(container, unit, url, **args):
     params = {"unit": unit + ".service", "url": url, "timeout": TIMEOUT}
     params.update(args)
-    return run_task(container, {"sglang_ready": params})
+    return run_task(container, {"k26.deploy.sglang_ready": params})
 
 
 def excerpt(result):
@@ -137,7 +137,7 @@ def test_unit_missing_is_reported_without_waiting_for_the_startup_grace(containe
 
 def test_check_mode_reports_without_waiting(container):
     url = start_sim(container, "sim-check", failure="hang_loading")
-    res = run_task(container, {"sglang_ready": {"unit": "sim-check.service", "url": url, "timeout": TIMEOUT}}, check=True)
+    res = run_task(container, {"k26.deploy.sglang_ready": {"unit": "sim-check.service", "url": url, "timeout": TIMEOUT}}, check=True)
     container.systemctl("stop", "sim-check.service", check=False)
     assert res["ready"] is False and not res.get("failed"), res
     assert res["reason"] == "check_mode" and res["phase"] == "loading"
@@ -146,7 +146,7 @@ def test_check_mode_reports_without_waiting(container):
 def test_progress_is_reported_during_long_waits(container, tmp_path):
     progress = tmp_path / "progress.jsonl"
     url = start_sim(container, "sim-slow", env={"SGLANG_SIM_LOAD_SECONDS": "7"})
-    res = run_task(container, {"sglang_ready": {"unit": "sim-slow.service", "url": url, "progress_interval": 2}},
+    res = run_task(container, {"k26.deploy.sglang_ready": {"unit": "sim-slow.service", "url": url, "progress_interval": 2}},
                    extra_env={"K26DEPLOY_PROGRESS_FILE": str(progress)})
     container.systemctl("stop", "sim-slow.service", check=False)
     assert res["ready"] is True, res.get("msg")

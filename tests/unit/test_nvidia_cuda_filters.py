@@ -7,7 +7,7 @@ means adding a row here and a line to the filter's tables.
 import pytest
 from ansible.errors import AnsibleFilterError
 
-import nvidia_cuda as nc
+from ansible_collections.k26.deploy.plugins.filter import nvidia_cuda as nc
 
 BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 MIRROR = "https://mirror.example.internal/nvidia/cuda/repos/"

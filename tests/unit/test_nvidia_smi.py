@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from ansible.module_utils import nvidia_smi as smi
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi as smi
 from module_runner import run_module
 
 # ---------------------------------------------------------------- recorded on the H200 host
@@ -361,7 +361,7 @@ def fake_smi(tmp_path, monkeypatch):
 
 
 def test_module_facts_and_sampling(fake_smi, capsys):
-    import nvidia_gpu_facts
+    from ansible_collections.k26.deploy.plugins.modules import nvidia_gpu_facts
 
     rc, result = run_module(nvidia_gpu_facts, {"nvidia_smi_path": fake_smi, "sample_seconds": 0.2,
                                                "sample_interval": 0.1}, capsys)
@@ -373,7 +373,7 @@ def test_module_facts_and_sampling(fake_smi, capsys):
 
 
 def test_module_without_gpu(tmp_path, capsys, monkeypatch):
-    import nvidia_gpu_facts
+    from ansible_collections.k26.deploy.plugins.modules import nvidia_gpu_facts
 
     monkeypatch.setenv("PATH", str(tmp_path))
     rc, result = run_module(nvidia_gpu_facts, {"sample_seconds": 1}, capsys)

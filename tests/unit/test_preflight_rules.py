@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from ansible.module_utils import k26_preflight_rules as r
+from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as r
 from module_runner import run_module as run_shared
 
 GIB = 1 << 30
@@ -314,7 +314,7 @@ def test_interpreter_against_sglang_requires_python(python, severity, text):
 # ---------------------------------------------------------------- the module
 
 def run_module(args, capsys):
-    import sglang_preflight
+    from ansible_collections.k26.deploy.plugins.modules import sglang_preflight
 
     return run_shared(sglang_preflight, args, capsys)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils import sglang_args
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
 from module_runner import run_module as run_shared
 from sglang_venv import SGLANG_PYTHON
 from sglang_venv import requires_real_sglang as real
@@ -150,7 +150,7 @@ def fake_simulator(tmp_path):
 
 
 def run_module(args, capsys):
-    import sglang_args_check
+    from ansible_collections.k26.deploy.plugins.modules import sglang_args_check
 
     return run_shared(sglang_args_check, args, capsys)
 
@@ -216,7 +216,7 @@ def test_module_requires_python_or_simulator(capsys):
 @real
 def test_pinned_requires_python_is_the_real_packages():
     """The interpreter rule's Requires-Python is the one in SGLang 0.5.23's own metadata."""
-    from ansible.module_utils.k26_preflight_rules import SGLANG_REQUIRES_PYTHON
+    from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import SGLANG_REQUIRES_PYTHON
 
     out = subprocess.run([str(SGLANG_PYTHON), "-c", "import importlib.metadata as m; "
                           "print(m.version('sglang'), m.metadata('sglang')['Requires-Python'])"],

@@ -3,7 +3,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from sglang_options import default_attention_backend, is_loopback, merge_options, option_problems
+from ansible_collections.k26.deploy.plugins.filter.sglang_options import default_attention_backend, is_loopback, merge_options, option_problems
 
 GOOD = {"model-path": "/srv/models/Kimi-K2.6", "host": "127.0.0.1", "port": 30000, "tp-size": 1, "pp-size": 8}
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from ansible.module_utils.sglang_readiness import (
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
     PROBE_HEALTH_GENERATE, PROBE_READY, Settings, U_ACTIVATING, U_ACTIVE, U_BROKEN, U_DEACTIVATING,
     U_FAILED, U_INACTIVE, U_MISSING, U_RESTART_PENDING, advance, build_msg, classify_unit, count_restarts,
     clean_line, decode_message, describe_exit, error_lines, http_result, journal_excerpt, journal_matches, key_error_line,

@@ -1,29 +1,13 @@
-"""Unit tests of the sglang_ready module (documentation, results) and of its action plugin.
-
-The module and its action plugin share a file name: both are loaded from their paths.
-"""
-import importlib.util
+"""Unit tests of the sglang_ready module (documentation, results) and of its action plugin."""
 import json
-import os
 
 import pytest
 import yaml
 
+from ansible_collections.k26.deploy.plugins.action import sglang_ready as action
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROBE_READY, http_result
+from ansible_collections.k26.deploy.plugins.modules import sglang_ready
 from module_runner import run_module as run_shared
-from ansible.module_utils.sglang_readiness import PROBE_READY, http_result
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
-
-
-def load(name, relpath):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, relpath))
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
-
-
-sglang_ready = load('k26_module_sglang_ready', 'plugins/modules/sglang_ready.py')
-action = load('k26_action_sglang_ready', 'plugins/action/sglang_ready.py')
 
 INV1 = 'cbc57ece148a4996b8fbeb0bfa66c895'
 OOM = 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.'
@@ -228,7 +212,7 @@ def test_bad_parameters_fail_before_looking(args, fake_probe, capsys):
 
 
 def test_slice_deadline_runs_to_the_end_near_the_timeout():
-    from ansible.module_utils.sglang_readiness import Settings
+    from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import Settings
     cfg = Settings('u', 'http://127.0.0.1:1', None, True, 100, 0, 10, 15, 900)
     state = {'started_mono': 0.0}
     assert sglang_ready.slice_deadline(state, cfg, 30, mono=lambda: 10.0) == 40.0

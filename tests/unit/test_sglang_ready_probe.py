@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible.module_utils.sglang_probe import SglangProbe, classify_exception, is_loopback
-from ansible.module_utils.sglang_readiness import PROBE_HEALTH_GENERATE, PROBE_READY, new_state, Settings
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_probe import SglangProbe, classify_exception, is_loopback
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROBE_HEALTH_GENERATE, PROBE_READY, new_state, Settings
 
 INV1 = 'cbc57ece148a4996b8fbeb0bfa66c895'
 INV2 = '0d4c1f0e2b9a4f6e8d7c6b5a49382716'

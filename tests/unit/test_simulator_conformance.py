@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible.module_utils import sglang_args
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
 from sglang_venv import SGLANG_PYTHON, SGLANG_SITE, requires_real_sglang
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils import nvidia_smi as smi
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi as smi
 
 ROOT = Path(__file__).resolve().parents[2]
 RENDER = ROOT / "tests" / "fixtures" / "playbooks" / "render_unit.yml"
