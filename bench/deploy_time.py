@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Wall time of deploy_k26.yml: the first converge of a fresh container vs an idempotent re-run.
 
 Uses the demo inventory's settings (simulator mode) against a fresh container of its own, and prints both

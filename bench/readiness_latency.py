@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How long after an event does each way of waiting notice it?
 
 In one run, against the same simulator units in one systemd container, three waiters watch the same
@@ -103,7 +102,7 @@ def _play(box, task, playbook_dir, label):
 def waiter_seed_loop(box, cap, playbook_dir):
     try:
         subprocess.run(["podman", "exec", box.name, "bash", "-c", SEED_LOOP.format(unit=UNIT, port=PORT)],
-                       capture_output=True, timeout=cap)
+                       check=False, capture_output=True, timeout=cap)
     except subprocess.TimeoutExpired:
         pass
     return time.time()
@@ -156,7 +155,7 @@ def main():
             print("event        waiter                     median delay   (%d trials, cap %d s)" % (args.trials, args.cap))
             for event in EVENTS:
                 delays = {name: [] for name in WAITERS}
-                for _ in range(args.trials):
+                for dummy in range(args.trials):
                     result, restarts = trial(box, event, args.cap, tmp)
                     for name, d in result.items():
                         delays[name].append(d)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test of the project, in the order that fails fastest:
-#   lint (ansible-lint production profile) -> module docs (ansible-test validate-modules)
+#   lint (ansible-lint production profile) -> ansible-test sanity on the collection k26.deploy
 #   -> unit tests -> integration tests (real systemd in podman containers) -> Molecule scenarios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +16,8 @@ step() { printf '\n===== %s =====\n' "$*"; }
 step "ansible-lint (production profile)"
 ansible-lint --profile production
 
-step "ansible-test sanity: validate-modules"
-tests/sanity/validate_modules.sh
+step "ansible-test sanity (the collection k26.deploy)"
+tests/sanity/sanity.sh
 
 step "pytest: unit and integration tests"
 python -m pytest -v -rs -p no:cacheprovider tests

@@ -90,7 +90,7 @@ def repo_distro(facts, override=""):
     major = str(
         facts.get("distribution_major_version")
         or facts.get("ansible_distribution_major_version")
-        or version.split(".")[0]
+        or version.split(".", maxsplit=1)[0]
     )
     distro = _DISTRO_IDS.get((name, major))
     if distro and name == "Ubuntu":

@@ -72,7 +72,7 @@ def default_attention_backend(compute_capability, mla=True):
     if not compute_capability or not mla:
         return ""
     try:
-        major = int(str(compute_capability).split(".")[0])
+        major = int(str(compute_capability).split(".", maxsplit=1)[0])
     except ValueError:
         raise AnsibleFilterError("compute capability %r is not like '12.0'" % (compute_capability,))
     return {12: "triton", 10: "trtllm_mla", 9: "fa3"}.get(major, "triton" if major >= 8 else "")

@@ -265,8 +265,8 @@ def check_gpu_count(ctx):
     base = as_int(opt(ctx, "base-gpu-id"), 0)
     present = gpus_present(ctx)
     layout = "tp-size %d x pp-size %d%s" % (tp, pp, " / nnodes %d" % nnodes if nnodes > 1 else "")
-    evidence = dict(option_evidence(ctx, "base-gpu-id"), **{"tp-size": tp, "pp-size": pp, "nnodes": nnodes,
-                                                           "gpu.gpu_count": present})
+    evidence = dict(option_evidence(ctx, "base-gpu-id"),
+                    **{"tp-size": tp, "pp-size": pp, "nnodes": nnodes, "gpu.gpu_count": present})
     if per_node + base > present:
         return found("%s needs %d GPUs on this node%s but %d are present: SGLang fails when it starts the workers."
                      % (layout, per_node, " from base-gpu-id %d" % base if base else "", present),

@@ -287,7 +287,7 @@ def find_executable(host, name, extra_dirs=()):
 
 def nvcc_dirs(host):
     """/usr/local/cuda/bin first, then /usr/local/cuda-X.Y/bin newest first."""
-    versioned = [d for d in host.glob("/usr/local/cuda-*/bin")]
+    versioned = list(host.glob("/usr/local/cuda-*/bin"))
     versioned.sort(key=lambda d: version_tuple(d) or (), reverse=True)
     return ["/usr/local/cuda/bin"] + versioned
 

@@ -95,6 +95,7 @@ def redact_secrets(text):
     """Replace the values of secret options in a log line by '***'."""
     return SECRET_RE.sub(lambda m: (m.group(1) or m.group(3)) + "'***'", text)
 
+
 # Access-log lines of health/readiness probes (ours at 4 Hz among them): noise in a tail.
 PROBE_ACCESS_RE = re.compile(
     r'"(GET|HEAD) /(v1/models|ready|health_generate|health|model_info|server_info|metrics)\b[^"]*" \d{3}')

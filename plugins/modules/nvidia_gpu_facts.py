@@ -53,7 +53,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Gather GPU facts
-  nvidia_gpu_facts:
+  k26.deploy.nvidia_gpu_facts:
   register: gpu
 
 - name: Show the GPUs
@@ -61,7 +61,7 @@ EXAMPLES = r"""
     msg: "{{ ansible_facts.nvidia_gpu.gpu_count }} x {{ ansible_facts.nvidia_gpu.gpus | map(attribute='name') | unique | join(', ') }}"
 
 - name: Sample GPU load for 10 seconds, twice a second
-  nvidia_gpu_facts:
+  k26.deploy.nvidia_gpu_facts:
     sample_seconds: 10
     sample_interval: 0.5
   register: gpu_load

@@ -72,12 +72,12 @@ notes:
 
 EXAMPLES = r"""
 - name: Check the rendered options with SGLang itself before restarting
-  sglang_args_check:
+  k26.deploy.sglang_args_check:
     options: "{{ sglang_service_effective_options }}"
     python: /opt/sglang/0.5.23/bin/python
 
 - name: Check the options against the simulator (demo and CI hosts)
-  sglang_args_check:
+  k26.deploy.sglang_args_check:
     options:
       model-path: /models/Kimi-K2.6
       pp-size: 8

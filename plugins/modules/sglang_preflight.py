@@ -16,7 +16,7 @@ description:
     old for CUDA 13 or Fabric Manager missing on an NVSwitch system.
   - Returns every finding as data - a stable id, a severity, a message that says what happens, the fix, and the
     evidence (the options and facts the rule read) - errors first.
-  - Also turns into findings SGLang's own verdict on the options (the result of M(sglang_args_check), when given),
+  - Also turns into findings SGLang's own verdict on the options (the result of M(k26.deploy.sglang_args_check), when given),
     variables that carry one of the roles' prefixes but that no role or play knows (a typo), and an interpreter too
     old for SGLang.
   - Fails when any finding has severity V(error); warnings explain and let the play continue, unless O(strict).
@@ -70,7 +70,7 @@ options:
     default: true
   gpu_facts:
     description:
-      - GPU facts from M(nvidia_gpu_facts) (C(ansible_facts.nvidia_gpu)) to use instead of asking nvidia-smi again.
+      - GPU facts from M(k26.deploy.nvidia_gpu_facts) (C(ansible_facts.nvidia_gpu)) to use instead of asking nvidia-smi again.
     type: dict
   severity_overrides:
     description:
@@ -85,7 +85,7 @@ options:
     default: false
   args_check:
     description:
-      - The registered result of M(sglang_args_check) on the same options; its verdict becomes findings
+      - The registered result of M(k26.deploy.sglang_args_check) on the same options; its verdict becomes findings
         (V(K26-SGLANG-REFUSES), V(K26-SGLANG-ABBREVIATION)).
     type: dict
   variables:
@@ -131,13 +131,13 @@ attributes:
     support: none
     description: Nothing to compare.
 seealso:
-  - module: nvidia_gpu_facts
-  - module: sglang_args_check
+  - module: k26.deploy.nvidia_gpu_facts
+  - module: k26.deploy.sglang_args_check
 """
 
 EXAMPLES = r"""
 - name: Preflight checks for the Kimi K2.6 service
-  sglang_preflight:
+  k26.deploy.sglang_preflight:
     options: "{{ sglang_service_effective_options }}"
     expected_gpus: 8
     cache_dir: /var/cache/sglang
@@ -145,7 +145,7 @@ EXAMPLES = r"""
   register: preflight
 
 - name: Preflight on a simulator host, CUDA graphs off treated as an error
-  sglang_preflight:
+  k26.deploy.sglang_preflight:
     options:
       model-path: /models/Kimi-K2.6
       pp-size: 8
@@ -211,7 +211,7 @@ rules:
   type: list
   elements: str
 gpu:
-  description: The GPU facts the rules saw (see M(nvidia_gpu_facts)).
+  description: The GPU facts the rules saw (see M(k26.deploy.nvidia_gpu_facts)).
   returned: always
   type: dict
 model:

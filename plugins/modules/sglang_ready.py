@@ -136,7 +136,7 @@ author:
 
 EXAMPLES = r"""
 - name: Wait for Kimi K2.6 to be ready, failing fast on a crash
-  sglang_ready:
+  k26.deploy.sglang_ready:
     unit: sglang.service
     url: http://127.0.0.1:30000
     model: moonshotai/Kimi-K2.6
@@ -149,14 +149,14 @@ EXAMPLES = r"""
     var: sglang_readiness.timeline
 
 - name: Tolerate two restarts and skip the warm-up check
-  sglang_ready:
+  k26.deploy.sglang_ready:
     unit: sglang.service
     max_restarts: 2
     require_warmup: false
     timeout: 600
 
 - name: Look at the current state only (check mode never waits)
-  sglang_ready:
+  k26.deploy.sglang_ready:
     unit: sglang.service
   check_mode: true
   register: sglang_now

@@ -103,7 +103,7 @@ _RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "
 
 def is_readiness_action(task_action: str | None) -> bool:
     """True for the ``sglang_ready`` module, however it is spelled (FQCN or short)."""
-    return bool(task_action) and str(task_action).split(".")[-1] == "sglang_ready"
+    return bool(task_action) and str(task_action).rsplit(".", maxsplit=1)[-1] == "sglang_ready"
 
 
 def is_bad_input_action(task_action: str | None) -> bool:
@@ -111,7 +111,7 @@ def is_bad_input_action(task_action: str | None) -> bool:
     if not task_action:
         return False
     action = str(task_action)
-    return action in BAD_INPUT_ACTIONS or action.split(".")[-1] in ("sglang_preflight", "sglang_args_check")
+    return action in BAD_INPUT_ACTIONS or action.rsplit(".", maxsplit=1)[-1] in ("sglang_preflight", "sglang_args_check")
 
 
 #: these files only compute and check inputs (the roles' option checks, the preflight play): any failure there

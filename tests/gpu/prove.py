@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The GPU proof: the real deploy_k26.yml on this GPU host, then the evidence for each promise, with figures.
 
 Run by tests/gpu/prove.sh as root on a GPU host with systemd (it boots one where PID 1 is not systemd). Every
@@ -46,16 +45,16 @@ class Proof:
         return ok
 
     def summary(self):
-        width = max(len(name) for name, _, _ in self.rows)
+        width = max(len(name) for name, dummy, dummy in self.rows)
         lines = ["", "GPU proof summary (%s)" % time.strftime("%Y-%m-%d %H:%M:%S %Z")]
         lines += ["  %-4s %-*s  %s" % ("PASS" if ok else "FAIL", width, name, figure) for name, ok, figure in self.rows]
-        passed = sum(ok for _, ok, _ in self.rows)
+        passed = sum(ok for dummy, ok, dummy in self.rows)
         lines.append("  %d/%d checks passed" % (passed, len(self.rows)))
         return "\n".join(lines)
 
     @property
     def ok(self):
-        return all(ok for _, ok, _ in self.rows)
+        return all(ok for dummy, ok, dummy in self.rows)
 
 
 # --------------------------------------------------------------------------- host readings
@@ -105,7 +104,7 @@ class Load:
         self.requests = 0
         self.errors = []
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.worker, daemon=True) for _ in range(threads)]
+        self.threads = [threading.Thread(target=self.worker, daemon=True) for dummy in range(threads)]
         self.started = None
         self.seconds = None
 
@@ -216,8 +215,8 @@ def prove_gpu_access(proof, args):
     pids = service_pids()
     caps = {pid: capabilities(pid) for pid in pids}
     proof.check("every service process has an empty capability set",
-                pids and all(eff == "0000000000000000" for eff, _ in caps.values()),
-                f"{len(pids)} processes, CapEff {sorted({eff for eff, _ in caps.values()})}")
+                pids and all(eff == "0000000000000000" for eff, dummy in caps.values()),
+                f"{len(pids)} processes, CapEff {sorted({eff for eff, dummy in caps.values()})}")
     memory = nvidia_smi("memory.used,memory.total")
     shares = [int(used) / int(total) for used, total in memory]
     proof.check("GPU memory held by the service matches mem-fraction-static",

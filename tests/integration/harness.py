@@ -78,7 +78,7 @@ class SystemdContainer:
 
 
 def remove_container(name):
-    subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True)
+    subprocess.run(["podman", "rm", "-f", "-t", "0", name], check=False, capture_output=True)
 
 
 @contextlib.contextmanager
@@ -109,7 +109,7 @@ def run_playbook(playbook, inventory, extra_env=None, check=False, timeout=900, 
     if check:
         cmd.append("--check")
     cmd.extend(extra_args)
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=timeout)
     # Progress lines of long waits (display.display) come before the callback's JSON document.
     start = 0 if proc.stdout.startswith("{") else proc.stdout.find("\n{") + 1
     try:
@@ -140,7 +140,7 @@ def run_task(container, task, check=False, extra_env=None):
         inventory.write_text(yaml.safe_dump({"all": {"hosts": {container.name: {
             "ansible_connection": "containers.podman.podman",
             "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-        _, data = run_playbook(str(playbook), str(inventory), extra_env=extra_env, check=check)
+        dummy, data = run_playbook(str(playbook), str(inventory), extra_env=extra_env, check=check)
     results = [r for name, r in task_results(data, container.name) if name == "task under test"]
     assert results, "the task did not run: %s" % json.dumps(data)[-2000:]
     return results[0]

@@ -42,7 +42,7 @@ def test_bad_input_fails_before_any_change(bare, case, tmp_path):
     before = box.snapshot()
     rc, data = run_playbook(str(ROOT / "deploy_k26.yml"), str(inventory), extra_args=["-e", "@%s" % extra_file])
     assert rc != 0
-    failed = [res for _, res in task_results(data, box.name) if res.get("failed")]
+    failed = [res for dummy, res in task_results(data, box.name) if res.get("failed")]
     assert failed, "no task failed for %s" % case
     assert message in failed[0]["msg"], failed[0]["msg"]
     assert data["stats"][box.name]["changed"] == 0
@@ -56,7 +56,7 @@ SEED = {"sglang_service_attention_backend": "torch_native", "sglang_service_pp_a
 
 
 def cli(*args):
-    proc = subprocess.run([str(VENV_BIN / "k26deploy"), *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([str(VENV_BIN / "k26deploy"), *args], cwd=ROOT, check=False, capture_output=True, text=True, timeout=600)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -77,13 +77,13 @@ def test_preflight_findings_in_the_cli_summary_and_json(bare, tmp_path):
     box, inventory = bare
     seed = tmp_path / "seed.yml"
     seed.write_text(yaml.safe_dump(dict(SEED, sglang_servce_port=31000)))
-    rc, out, _ = cli("preflight", "-i", inventory, "-e", "@%s" % seed, "-q")
+    rc, out, dummy = cli("preflight", "-i", inventory, "-e", "@%s" % seed, "-q")
     assert rc == 0, out
     lines = [line.strip() for line in out.splitlines() if line.startswith("    ")]
     assert lines[0].startswith("WARNING K26-CUDA-GRAPH-OFF: CUDA graphs will be off for decode")
     assert lines[1].startswith("WARNING K26-PP-ASYNC-DEPTH: pp-size 8 with pp-async-batch-depth 0")
     assert lines[2].endswith("Fix: did you mean sglang_service_port?"), lines
-    rc, out, _ = cli("preflight", "-i", inventory, "-e", "@%s" % seed, "--json")
+    rc, out, dummy = cli("preflight", "-i", inventory, "-e", "@%s" % seed, "--json")
     host = json.loads(out)["hosts"][box.name]
     assert [f["id"] for f in host["findings"] if f["severity"] == "warning"] == [
         "K26-CUDA-GRAPH-OFF", "K26-PP-ASYNC-DEPTH", "K26-UNKNOWN-VARIABLE"]
@@ -94,7 +94,7 @@ def test_strict_deploy_fails_before_any_change(bare, tmp_path):
     seed = tmp_path / "seed.yml"
     seed.write_text(yaml.safe_dump(SEED))
     before = box.snapshot()
-    rc, out, _ = cli("deploy", "-i", inventory, "-e", "@%s" % seed, "--strict", "--json")
+    rc, out, dummy = cli("deploy", "-i", inventory, "-e", "@%s" % seed, "--strict", "--json")
     result = json.loads(out)
     assert rc == 2 and result["exit_code"] == 2
     host = result["hosts"][box.name]

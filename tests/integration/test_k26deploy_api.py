@@ -28,7 +28,7 @@ def invocation(box):
 
 
 def test_deploy_reaches_ready_and_reports_it(target):
-    box, _, result, events = target
+    box, dummy, result, events = target
     assert result.exit_code == 0, result.to_json()
     host = result.hosts[box.name]
     assert host.ready and host.reason == "ready"
@@ -39,14 +39,14 @@ def test_deploy_reaches_ready_and_reports_it(target):
 
 
 def test_no_event_is_lost(target):
-    _, _, result, events = target
+    dummy, dummy, result, events = target
     on_disk = list((Path(result.artifacts_dir) / "job_events").glob("*.json"))
     assert len(events) == result.events_seen == len(on_disk) > 50
     assert any(e.get("event") == "playbook_on_stats" for e in events)
 
 
 def test_second_deploy_changes_nothing_and_keeps_the_service(target):
-    box, inventory, _, _ = target
+    box, inventory, dummy, dummy = target
     before = invocation(box)
     result = k26deploy.deploy(inventory=inventory)
     assert result.exit_code == 0, result.to_json()
@@ -56,7 +56,7 @@ def test_second_deploy_changes_nothing_and_keeps_the_service(target):
 
 
 def test_bad_input_fails_before_anything_changes(target):
-    box, inventory, _, _ = target
+    box, inventory, dummy, dummy = target
     before = invocation(box)
     result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_pp_size": 3})
     assert result.exit_code == 2, result.to_json()
@@ -75,7 +75,7 @@ def managed_files(box):
 
 
 def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
-    box, inventory, _, _ = target
+    box, inventory, dummy, dummy = target
     good = managed_files(box)
     bad_env = {"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_FAILURE": "crash_loading"}
     result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_environment": bad_env})
@@ -91,9 +91,9 @@ def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
 
 
 def test_cli_status_json(target):
-    box, inventory, _, _ = target
+    box, inventory, dummy, dummy = target
     proc = subprocess.run([str(VENV_BIN / "k26deploy"), "status", "-i", inventory, "--json"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+                          check=False, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["hosts"][box.name]["ready"] is True
@@ -101,7 +101,7 @@ def test_cli_status_json(target):
 
 
 def test_rollback_of_a_port_and_key_change_waits_on_the_restored_server(target):
-    box, inventory, _, _ = target
+    box, inventory, dummy, dummy = target
     change = {"sglang_service_port": 30001, "sglang_service_api_key": "a-new-key-that-never-worked",
               "sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_FAILURE": "crash_loading"}}
     result = k26deploy.deploy(inventory=inventory, extra_vars=change)

@@ -48,7 +48,7 @@ def invocation(box):
 def cli(runs, name, *args, **popen):
     """k26deploy as a user runs it; (rc, stdout, stderr). Its artifacts go under runs/name."""
     proc = subprocess.run([str(VENV_BIN / "k26deploy"), *args, "--artifacts-dir", str(runs / name)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900, **popen)
+                          check=False, capture_output=True, text=True, timeout=900, **popen)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -164,7 +164,7 @@ def test_ctrl_c_during_a_readiness_wait(served):
 
 
 def waiting_started(artifacts):
-    for _ in range(600):
+    for dummy in range(600):
         for path in artifacts.glob("artifacts/*/job_events/*.json"):
             text = path.read_text()
             if "runner_on_start" in text and WAIT_TASK in text:
@@ -178,7 +178,7 @@ def waiting_started(artifacts):
 def test_live_progress_in_the_cli_and_the_api(served):
     box, inventory, runs = served
     slow = {"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 8}, "sglang_service_ready_progress_interval": 2}
-    rc, _, err = cli(runs, "progress", "deploy", "-i", inventory, "-e", json.dumps(slow))
+    rc, dummy, err = cli(runs, "progress", "deploy", "-i", inventory, "-e", json.dumps(slow))
     assert rc == 0, err[-2000:]
     lines = [line for line in err.splitlines() if line.startswith("  [%s] loading " % box.name)]
     assert len(lines) >= 2 and any("Loading safetensors checkpoint shards" in line for line in lines), err[-3000:]
@@ -195,7 +195,7 @@ def test_live_progress_in_the_cli_and_the_api(served):
 # ---------------------------------------------------------------- secrets
 
 def test_the_key_is_in_no_artifact_of_any_run(served):
-    _, inventory, runs = served
+    dummy, inventory, runs = served
     key = key_of(inventory).encode()
     files = [path for path in runs.rglob("*") if path.is_file()]
     assert len(files) > 100

@@ -55,7 +55,7 @@ def test_no_event_is_lost_and_stats_are_populated(tmp_path):
 
 
 def test_set_stats_summary_arrives_in_the_result(tmp_path):
-    _, result, _ = run_fixture("ok.yml", tmp_path, extra_vars={"fixture_model": "moonshotai/Kimi-K2.6"})
+    dummy, result, dummy = run_fixture("ok.yml", tmp_path, extra_vars={"fixture_model": "moonshotai/Kimi-K2.6"})
     host = result.hosts["localhost"]
     assert result.set_stats["k26_hosts"]["localhost"]["endpoint"] == "http://127.0.0.1:30000"
     assert host.ready is True and host.model_id == "moonshotai/Kimi-K2.6"
@@ -64,7 +64,7 @@ def test_set_stats_summary_arrives_in_the_result(tmp_path):
 
 
 def test_failing_task_gives_failed_counts_and_fields(tmp_path):
-    _, result, _ = run_fixture("fail.yml", tmp_path)
+    dummy, result, dummy = run_fixture("fail.yml", tmp_path)
     host = result.hosts["localhost"]
     assert result.stats["localhost"].failed == 1 and result.stats["localhost"].ok == 1
     assert host.failed and host.failed_task == "Break on purpose"
@@ -76,7 +76,7 @@ def test_failing_task_gives_failed_counts_and_fields(tmp_path):
 
 def test_validate_argument_spec_failure_is_bad_input_and_extra_vars_stay_off_argv(tmp_path):
     secret = "not-a-port-5f3a9c"
-    _, result, _ = run_fixture("validate.yml", tmp_path, extra_vars={"fixture_port": secret})
+    dummy, result, dummy = run_fixture("validate.yml", tmp_path, extra_vars={"fixture_port": secret})
     host = result.hosts["localhost"]
     assert host.bad_input and host.failed_action == "ansible.builtin.validate_argument_spec"
     assert "fixture_port" in host.msg
@@ -89,8 +89,8 @@ def test_validate_argument_spec_failure_is_bad_input_and_extra_vars_stay_off_arg
 
 def test_readiness_result_and_progress_records(tmp_path):
     progress = []
-    _, result, events = run_fixture("readiness.yml", tmp_path, extra_vars={"fixture_outcome": "timeout"},
-                                    progress_callback=progress.append)
+    dummy, result, events = run_fixture("readiness.yml", tmp_path, extra_vars={"fixture_outcome": "timeout"},
+                                        progress_callback=progress.append)
     host = result.hosts["localhost"]
     assert host.reason == "timeout" and host.ready is False and host.failed
     assert host.journal_excerpt.startswith("torch.OutOfMemoryError")
@@ -102,14 +102,14 @@ def test_readiness_result_and_progress_records(tmp_path):
 
 
 def test_readiness_ready(tmp_path):
-    _, result, _ = run_fixture("readiness.yml", tmp_path)
+    dummy, result, dummy = run_fixture("readiness.yml", tmp_path)
     host = result.hosts["localhost"]
     assert host.ready is True and host.model_id == "kimi-k2.6" and host.timeline["ready"] is not None
     assert result.exit_code == EXIT_OK
 
 
 def test_unreachable_host(tmp_path):
-    _, result, _ = run_fixture("unreachable.yml", tmp_path)
+    dummy, result, dummy = run_fixture("unreachable.yml", tmp_path)
     assert result.hosts["ghost"].unreachable
     assert result.exit_code == EXIT_UNREACHABLE
 
@@ -153,7 +153,7 @@ def test_missing_playbook_is_bad_input(tmp_path):
 # -- the CLI, as a user runs it ------------------------------------------------------------------
 def cli(*args, **kwargs):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    return subprocess.run([sys.executable, "-m", "k26deploy.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "k26deploy.cli", *args], check=False, capture_output=True, text=True,
                           env=env, cwd=str(ROOT), timeout=60, **kwargs)
 
 
@@ -212,7 +212,7 @@ def test_api_keyboard_interrupt_cancels_the_run(tmp_path):
         "print(r.status, r.exit_code, r.hosts['localhost'].state, r.artifacts_dir)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    _, out, err = interrupted([sys.executable, "-c", script], tmp_path, env=env)
+    dummy, out, err = interrupted([sys.executable, "-c", script], tmp_path, env=env)
     status, code, state, artifacts_dir = out.split()
     assert (status, int(code), state) == ("canceled", EXIT_CANCELLED, "cancelled"), err
     assert "Sleep a long time" not in finished_tasks(artifacts_dir)

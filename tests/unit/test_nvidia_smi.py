@@ -236,8 +236,8 @@ def test_gather_h200():
     assert facts["gpus"][0]["name"] == "NVIDIA H200" and "driver_version" not in facts["gpus"][0]
     assert facts["driver_version"] == "580.159.04" and facts["cuda_driver_version"] == "13.0"
     assert facts["kernel_module"] == "open"
-    assert (facts["nvcc_version"], facts["nvcc_build"], facts["nvcc_path"]) == ("13.0", "13.0.88",
-                                                                              "/usr/local/cuda/bin/nvcc")
+    assert (facts["nvcc_version"], facts["nvcc_build"], facts["nvcc_path"]) == (
+        "13.0", "13.0.88", "/usr/local/cuda/bin/nvcc")
     assert facts["compute_capabilities"] == ["9.0"]
     assert facts["nvswitch_present"] is False and facts["nvidia_smi_error"] is None
     assert facts["fabric_manager"] == {"installed": False, "active": None, "binary": None}

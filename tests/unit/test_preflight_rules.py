@@ -130,8 +130,8 @@ CASES = [
      ctx({"pp-size": 1, "pp-async-batch-depth": 0}, gpu=H200X1), "error", "runs out of memory"),
     ("K26-MODEL-TOO-LARGE", "tight", ctx(model=dict(MODEL_OK, size_bytes=620 * GIB)), "warning",
      "little room is left for the KV cache"),
-    ("K26-MODEL-TOO-LARGE", "fraction not set", ctx(drop=["mem-fraction-static"],
-                                                     model=dict(MODEL_OK, size_bytes=700 * GIB)),
+    ("K26-MODEL-TOO-LARGE", "fraction not set",
+     ctx(drop=["mem-fraction-static"], model=dict(MODEL_OK, size_bytes=700 * GIB)),
      "error", "(not set; assumed)"),
     ("K26-MODEL-TOO-LARGE", "simulator: info", ctx(gpu=NO_GPU, simulator=True), "info", "not checked"),
     ("K26-CACHE-DISK", "200 GiB free", ctx(), None, None),
@@ -233,8 +233,8 @@ def test_severity_overrides():
 
 
 def test_normalize_options():
-    assert r.normalize_options({"--pp_size": 8, "PP-Async_Batch-Depth": 8}) == {"pp-size": 8,
-                                                                               "pp-async-batch-depth": 8}
+    assert r.normalize_options({"--pp_size": 8, "PP-Async_Batch-Depth": 8}) == {
+        "pp-size": 8, "pp-async-batch-depth": 8}
 
 
 def test_format_finding():
@@ -287,8 +287,6 @@ def test_strict_makes_every_warning_an_error_and_errors_come_first():
     strict = r.by_severity(r.strict(findings))
     assert [(f["id"], f["severity"]) for f in strict] == [
         ("K26-PP-ASYNC-DEPTH", "error"), ("K26-GPU-COUNT", "info"), ("K26-GPU-EXPECTED", "info")]
-
-
 
 
 @pytest.mark.parametrize("python, severity, text", [

@@ -315,7 +315,7 @@ def test_ready_without_warmup_and_without_expected_model():
 
 
 def test_models_must_list_at_least_one_id_when_no_model_is_expected():
-    decisions, _ = run([obs(1.0, unit(), models())], model=None, require_warmup=False)
+    decisions, dummy = run([obs(1.0, unit(), models())], model=None, require_warmup=False)
     assert not decisions[-1].done
 
 
@@ -343,12 +343,12 @@ def test_health_generate_is_rate_limited():
 
 
 def test_ready_requires_the_unit_to_be_active():
-    decisions, _ = run([obs(5.0, unit(active='activating', sub='start'), KIMI, READY_200)])
+    decisions, dummy = run([obs(5.0, unit(active='activating', sub='start'), KIMI, READY_200)])
     assert not decisions[-1].done
 
 
 def test_models_are_not_asked_again_for_the_same_invocation():
-    decisions, _ = run([obs(5.0, unit(), KIMI, READY_503), obs(5.3, unit(), None, READY_503)])
+    decisions, dummy = run([obs(5.0, unit(), KIMI, READY_503), obs(5.3, unit(), None, READY_503)])
     assert decisions[-1].phase == 'warming'
 
 
@@ -394,7 +394,7 @@ def test_models_are_not_asked_again_for_the_same_invocation():
                  {'timeout': 600}, 'warmup_failed', 'warming', id='timeout while warming is warmup_failed'),
 ])
 def test_failure_reasons(observations, over, reason, phase):
-    decisions, _ = run(observations, **over)
+    decisions, dummy = run(observations, **over)
     assert all(not d.done for d in decisions[:-1])
     assert decisions[-1] == (True, reason, phase)
 
@@ -417,12 +417,12 @@ def test_failure_reasons(observations, over, reason, phase):
                   obs(1.0, unit(active='activating', sub='start'), REFUSED)], {}, id='restart by hand in progress'),
 ])
 def test_keeps_waiting(observations, over):
-    decisions, _ = run(observations, **over)
+    decisions, dummy = run(observations, **over)
     assert not any(d.done for d in decisions)
 
 
 def test_mismatch_grace_restarts_with_a_new_invocation():
-    decisions, _ = run([
+    decisions, dummy = run([
         obs(90.0, unit(), models('kimi-k2')),
         obs(100.0, unit(active='activating', sub='auto-restart', restart='on-failure', result='exit-code')),
         obs(101.0, unit(nrestarts=1, inv=INV2), models('kimi-k2')),
@@ -432,7 +432,7 @@ def test_mismatch_grace_restarts_with_a_new_invocation():
 
 
 def test_invocations_are_collected():
-    _, state = run([
+    dummy, state = run([
         obs(0.0, unit(), REFUSED),
         obs(3.0, unit(active='activating', sub='auto-restart', restart='on-failure', result='exit-code')),
         obs(6.0, unit(nrestarts=1, inv=INV2), REFUSED),

@@ -147,7 +147,7 @@ def test_every_reason_through_main(reason, fake_probe, capsys):
 
 
 def test_failure_result_carries_excerpt_and_actionable_msg(fake_probe, capsys):
-    script, _ = SCENARIOS['unit_failed']
+    script, dummy = SCENARIOS['unit_failed']
     result = run_module({'unit': 'sglang.service', 'journal_lines': 3}, script, capsys)
     assert result['journal_excerpt'][0].endswith('Traceback (most recent call last):')
     assert OOM in result['journal_excerpt']
@@ -162,7 +162,7 @@ def test_failure_result_carries_excerpt_and_actionable_msg(fake_probe, capsys):
 
 
 def test_api_key_is_masked_in_the_result(fake_probe, capsys):
-    script, _ = SCENARIOS['unit_failed']
+    script, dummy = SCENARIOS['unit_failed']
     result = run_module({'unit': 'sglang.service', 'api_key': 's3cr3t-key'}, script, capsys)
     assert 's3cr3t-key' not in json.dumps(result)
     assert any('api_key=' in line for line in result['journal_excerpt'])
@@ -207,7 +207,7 @@ def test_slice_without_decision_returns_resume_state(fake_probe, capsys):
 @pytest.mark.parametrize('args', [{'interval': 0}, {'timeout': -1}, {'progress_interval': 0}])
 def test_bad_parameters_fail_before_looking(args, fake_probe, capsys):
     FakeProbe.script = [(0.0, unit(), REFUSED, None)]
-    _, result = run_shared(sglang_ready, dict({'unit': 'sglang.service'}, **args), capsys)
+    dummy, result = run_shared(sglang_ready, dict({'unit': 'sglang.service'}, **args), capsys)
     assert result['failed'] and 'must' in result['msg']
 
 

@@ -127,7 +127,7 @@ def test_closed_connection_is_a_reset():
     listener.listen(5)
 
     def close_at_once():
-        conn, _ = listener.accept()
+        conn, dummy = listener.accept()
         conn.recv(1024)
         conn.close()
 
@@ -165,7 +165,7 @@ def test_warmup_falls_back_to_health_generate_on_404(server):
     Handler.routes['/health_generate'] = (200, {})
     result = probe_for(server).warmup(PROBE_READY, 5.0)
     assert result['probe'] == PROBE_HEALTH_GENERATE and result['kind'] == 'ok'
-    assert [path for path, _ in Handler.seen] == ['/ready', '/health_generate']
+    assert [path for path, dummy in Handler.seen] == ['/ready', '/health_generate']
 
 
 # --------------------------------------------------------------------------
@@ -228,13 +228,13 @@ def test_observe_asks_models_then_ready(server):
     state = new_state(0.0, 0.0)
     obs = probe.observe(state, settings(), 1.0)
     assert obs['models']['kind'] == 'ok' and obs['warmup']['status'] == 503
-    assert [p for p, _ in Handler.seen] == ['/v1/models', '/ready']
+    assert [p for p, dummy in Handler.seen] == ['/v1/models', '/ready']
     # Once the invocation listed the model, only the warm-up probe is asked.
     state['models_ok_for'] = INV1
     Handler.seen[:] = []
     obs = probe.observe(state, settings(), 1.3)
     assert obs['models'] is None
-    assert [p for p, _ in Handler.seen] == ['/ready']
+    assert [p for p, dummy in Handler.seen] == ['/ready']
 
 
 def test_observe_wrong_model_skips_warmup(server):

@@ -146,7 +146,7 @@ def test_config_file_merges_and_cli_wins(start_sim):
         "disable-radix-cache": False, "enable-metrics": True,
     })
     sim.wait_port()
-    status, _, body = sim.get("/v1/models")
+    status, dummy, body = sim.get("/v1/models")
     assert status == 200
     assert json.loads(body)["data"][0]["id"] == "kimi-k2.6"
     info = json.loads(sim.get("/server_info")[2])
@@ -252,7 +252,7 @@ def test_api_key_guards_the_api_only(start_sim):
     sim = start_sim(config={"api-key": API_KEY})
     sim.wait_for(READY_LINE)
     assert sim.get("/v1/models")[0] == 401
-    status, _, body = sim.get("/v1/models", key="wrong")
+    status, dummy, body = sim.get("/v1/models", key="wrong")
     assert status == 401 and json.loads(body) == {"error": "Unauthorized"}
     assert sim.get("/v1/models", key=API_KEY)[0] == 200
     assert sim.get("/server_info")[0] == 401
@@ -286,7 +286,7 @@ def test_streaming_chat_completion(start_sim):
 def test_non_streaming_usage_and_errors(start_sim):
     sim = start_sim("--enable-metrics")
     sim.wait_port()
-    status, _, body = sim.post("/v1/completions", {"prompt": "one two three four", "max_tokens": 7})
+    status, dummy, body = sim.post("/v1/completions", {"prompt": "one two three four", "max_tokens": 7})
     reply = json.loads(body)
     assert status == 200 and reply["object"] == "text_completion"
     assert len(reply["choices"][0]["text"].split()) == 7
@@ -304,9 +304,9 @@ def test_many_concurrent_requests(start_sim):
     sim = start_sim(env={"SGLANG_SIM_TOKENS_PER_SECOND": "50"})
     sim.wait_port()
     with ThreadPoolExecutor(max_workers=100) as pool:
-        replies = list(pool.map(lambda _: sim.post("/v1/completions", {"prompt": "x", "max_tokens": 10}),
+        replies = list(pool.map(lambda dummy: sim.post("/v1/completions", {"prompt": "x", "max_tokens": 10}),
                                 range(100)))
-    assert [status for status, _, _ in replies] == [200] * 100
+    assert [status for status, dummy, dummy in replies] == [200] * 100
 
 
 def test_node_rank_1_serves_only_health(start_sim):

@@ -40,9 +40,9 @@ BASE = {"model-path": "/models/Kimi-K2.6", "served-model-name": "kimi-k2.6", "pp
 # (case, config mapping, extra command-line flags, expected class: None = accepted)
 CORPUS = [
     ("the K2.6 profile", BASE, [], None),
-    ("profile with metrics and parsers", dict(BASE, **{"enable-metrics": True, "tool-call-parser": "kimi_k2",
-                                                      "reasoning-parser": "kimi_k2", "attention-backend": "triton"}),
-     [], None),
+    ("profile with metrics and parsers",
+     dict(BASE, **{"enable-metrics": True, "tool-call-parser": "kimi_k2", "reasoning-parser": "kimi_k2",
+                   "attention-backend": "triton"}), [], None),
     ("a flag wins over the file", BASE, ["--pp-size", "4"], None),
     ("store_true false is left out", dict(BASE, **{"disable-radix-cache": False}), [], None),
     ("decode graph batch sizes as a list", dict(BASE, **{"cuda-graph-bs-decode": [1, 2, 4, 8]}), [], None),
@@ -81,15 +81,15 @@ def error_class(result):
 
 
 def run(argv):
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
 
 
 @pytest.mark.parametrize("case, config, flags, expected", CORPUS, ids=[c[0] for c in CORPUS])
 def test_same_verdict_as_sglang(case, config, flags, expected, tmp_path):
-    real, _ = sglang_args.run_check(run, str(SGLANG_PYTHON), options=config, extra_args=flags, tmpdir=str(tmp_path))
-    simulated, _ = sglang_args.run_check(run, sys.executable, options=config, extra_args=flags,
-                                         simulator=str(SIMULATOR), tmpdir=str(tmp_path))
+    real, dummy = sglang_args.run_check(run, str(SGLANG_PYTHON), options=config, extra_args=flags, tmpdir=str(tmp_path))
+    simulated, dummy = sglang_args.run_check(run, sys.executable, options=config, extra_args=flags,
+                                             simulator=str(SIMULATOR), tmpdir=str(tmp_path))
     assert real["sglang_version"] == "0.5.23"
     assert (error_class(real), error_class(simulated)) == (expected, expected), (real["error"], simulated["error"])
 
@@ -163,7 +163,7 @@ def simulator_api(*flags):
 
 
 def test_simulator_routes_exist_in_sglang():
-    routes = {(method, path) for path, (method, _) in simulator_api().routes.items()}
+    routes = {(method, path) for path, (method, dummy) in simulator_api().routes.items()}
     metrics = {("GET", "/metrics")}  # mounted by SGLang's Prometheus set-up, not declared as a route
     assert routes - metrics <= real_routes(), routes - metrics - real_routes()
 
@@ -173,11 +173,11 @@ def test_which_routes_need_the_key_is_sglangs_decision():
               "print(json.dumps({p: decide_request_auth(method=m, path=p, authorization_header=None, api_key='k',"
               " admin_api_key=None, auth_level=AuthLevel.NORMAL).allowed for m, p in json.loads(sys.argv[1])}))")
     api = simulator_api("--api-key", "k")
-    routes = [(method, path) for path, (method, _) in api.routes.items()]
+    routes = [(method, path) for path, (method, dummy) in api.routes.items()]
     real = json.loads(subprocess.run([str(SGLANG_PYTHON), "-c", script, json.dumps(routes)], capture_output=True,
                                      text=True, check=True, timeout=300).stdout)
     no_key = Namespace(headers={})
-    simulated = {path: api.authorized(no_key, path) for _, path in routes}
+    simulated = {path: api.authorized(no_key, path) for dummy, path in routes}
     assert simulated == real
     assert real["/health"] and real["/ready"] and not real["/v1/models"]
 
@@ -208,7 +208,7 @@ def test_relied_on_log_lines_come_from_sglang(tmp_path):
     proc = subprocess.run([sys.executable, str(SIMULATOR), "--model-path", "m", "--port", str(port),
                            "--sim-load-seconds", "0", "--sim-graph-seconds", "0", "--sim-warmup-seconds", "0",
                            "--sim-failure", "crash_after_ready", "--sim-crash-after-seconds", "0"],
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
     printed = proc.stderr
     source = "\n".join(path.read_text(errors="replace") for path in (SGLANG_SITE / "sglang" / "srt").rglob("*.py"))
     for fragment, pattern in RELIED_ON:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """GPU-less stand-in for an SGLang server (``python -m sglang.launch_server``).
 
 It is started the way the service starts SGLang 0.5.23::
@@ -52,6 +51,7 @@ Needs only the Python 3.11 standard library and PyYAML.
 import argparse
 import hmac
 import json
+import math
 import os
 import signal
 import socket
@@ -203,9 +203,9 @@ def config_to_args(config, parser):
     """
     store_true = {key for action in parser._actions if isinstance(action, argparse._StoreTrueAction)
                   for key in config_keys(action)}
+    single_value = (argparse._StoreTrueAction, argparse._StoreAction)
     unsupported = {key: action for action in parser._actions
-                   if action.option_strings and not isinstance(action, (argparse._StoreTrueAction,
-                                                                         argparse._StoreAction))
+                   if action.option_strings and not isinstance(action, single_value)
                    and action.nargs is not None and action.dest not in ("help", "config")
                    for key in config_keys(action)}
     args = []
@@ -244,7 +244,7 @@ def option_to_args(flag, value, is_store_true):
 
 def non_negative_float(text):
     value = float(text)
-    if value < 0 or value != value:
+    if value < 0 or math.isnan(value):
         raise ValueError(text)
     return value
 
@@ -1194,7 +1194,7 @@ class Simulator:
         if self.gpu:
             measured = [(spec.label, done["avail_gb"], done["weights_gb"])
                         for spec, done in zip(self.gpu.specs, self.gpu_call(self.gpu.gather, "loaded"))]
-            self.avail_gb = min(avail_gb for _, avail_gb, _ in measured)
+            self.avail_gb = min(row[1] for row in measured)
         elapsed = time.monotonic() - started
         for label, avail_gb, usage_gb in measured:
             self.log.info(f"Load weight end. elapsed={elapsed:.2f} s, type={self.architecture}, "
@@ -1210,7 +1210,7 @@ class Simulator:
         if self.gpu:
             measured = [(spec.label, pool["kv_gb"], pool["avail_gb"])
                         for spec, pool in zip(self.gpu.specs, self.gpu_call(self.gpu.gather, "kv"))]
-            self.avail_gb = min(avail_gb for _, _, avail_gb in measured)
+            self.avail_gb = min(row[2] for row in measured)
             self.gpu.broadcast("capture")
         self.kv_tokens = int(measured[0][1] * 1024 ** 3 / (70272 * 2 / max(self.args.tp_size, 1)))
         for label, pool_gb, avail_gb in measured:

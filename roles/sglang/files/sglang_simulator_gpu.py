@@ -185,16 +185,16 @@ class Rank:
         self.weight = torch.randn(dim, dim, dtype=torch.bfloat16, device=self.device) * dim ** -0.5
         weights = max(min(self.spec.weight_bytes, static // 2) - self.weight.numel() * 2, 0)
         self.held.append(torch.empty(weights, dtype=torch.uint8, device=self.device))
-        free, _ = torch.cuda.mem_get_info(self.spec.gpu)
+        free = torch.cuda.mem_get_info(self.spec.gpu)[0]
         self.conn.send(("loaded", {"weights_gb": (weights + self.weight.numel() * 2) / GIB, "avail_gb": free / GIB}))
         kv = max(static - weights - self.weight.numel() * 2, 0)
         self.held.append(torch.empty(kv, dtype=torch.uint8, device=self.device))
-        free, _ = torch.cuda.mem_get_info(self.spec.gpu)
+        free = torch.cuda.mem_get_info(self.spec.gpu)[0]
         self.conn.send(("kv", {"kv_gb": kv / GIB, "avail_gb": free / GIB}))
 
     def step_compute(self):
         out = self.static_in
-        for _ in range(self.spec.step_matmuls):
+        for _step in range(self.spec.step_matmuls):
             out = self.torch.matmul(out, self.weight)
         return out
 
@@ -207,18 +207,18 @@ class Rank:
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                for _ in range(3):
+                for _warm_up in range(3):
                     self.step_compute()
             torch.cuda.current_stream().wait_stream(stream)
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 self.static_out = self.step_compute()
-            for _ in range(10):
+            for _replay in range(10):
                 self.graph.replay()
         else:
             self.static_out = self.step_compute()
         torch.cuda.synchronize()
-        free, _ = torch.cuda.mem_get_info(self.spec.gpu)
+        free = torch.cuda.mem_get_info(self.spec.gpu)[0]
         self.conn.send(("captured", {"elapsed": time.monotonic() - started, "graph": self.graph is not None,
                                      "avail_gb": free / GIB}))
 
