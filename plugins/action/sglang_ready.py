@@ -16,12 +16,12 @@ import time
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import SECRET_MASK
 
 display = Display()
 
 PROGRESS_FILE_ENV = 'K26DEPLOY_PROGRESS_FILE'
 INTERNAL_KEYS = ('resume', 'done')
-MASK = '********'
 MAX_LOG_CHARS = 300
 
 
@@ -29,7 +29,7 @@ def mask_secrets(text, secrets):
     """Replace every secret value in ``text``."""
     for secret in secrets:
         if secret:
-            text = text.replace(secret, MASK)
+            text = text.replace(secret, SECRET_MASK)
     return text
 
 

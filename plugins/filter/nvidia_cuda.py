@@ -3,7 +3,7 @@
 
 Everything here is a pure function of its arguments (facts, file contents, command output), so the
 per-distro knowledge of the role is unit-tested in tests/unit/test_nvidia_cuda_filters.py instead of
-being spread over Jinja expressions. The values follow ../shared/notes/cuda13-facts.md:
+being spread over Jinja expressions. The values follow NVIDIA's CUDA 13.0 installation guide:
 
 * NVIDIA repository path ``<base>/<distro>/<arch>/`` with distro ids ``ubuntu2204``, ``ubuntu2404``,
   ``debian12``, ``rhel9`` (RHEL, Rocky and AlmaLinux 9), ``rhel8`` and arch ``x86_64`` or ``sbsa``

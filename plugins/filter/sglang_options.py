@@ -5,23 +5,23 @@ without the leading dashes. Layers are merged in order (role defaults, model pro
 overrides); a value of None removes the option.
 """
 
-import ipaddress
-
 from ansible.errors import AnsibleFilterError
-
-# SGLang 0.5.23's --attention-backend choices (srt/server_args.py).
-ATTENTION_BACKENDS = (
-    "triton", "torch_native", "flex_attention", "fa3", "fa4", "flashinfer", "flashmla",
-    "trtllm_mla", "trtllm_mha", "cutedsl_mla", "aiter", "wave", "intel_amx", "ascend",
-    "dual_chunk_flash_attn", "nsa", "intel_xpu",
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_options as options_knowledge
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
+    ATTENTION_BACKENDS,
+    SECRET_OPTION_KEYS,
+    client_host,
+    default_attention_backend,
+    is_loopback_host,
+    redact_log_line,
 )
 
 # Options that must not be set through the free-form mapping, with what to use instead: the role's readiness
 # gate, status and rollback read the structured variables, and secrets must stay out of printed mappings.
-RESERVED_OPTIONS = {
+RESERVED_OPTIONS = {key: "a secret this role does not manage (keep it out of printed options)"
+                    for key in SECRET_OPTION_KEYS}
+RESERVED_OPTIONS.update({
     "api-key": "sglang_service_api_key",
-    "admin-api-key": "a secret this role does not manage (keep it out of printed options)",
-    "ssl-keyfile-password": "a secret this role does not manage (keep it out of printed options)",
     "config": "the role (it owns the config file)",
     "model-path": "sglang_service_model_path",
     "served-model-name": "sglang_service_served_model_name",
@@ -29,14 +29,14 @@ RESERVED_OPTIONS = {
     "port": "sglang_service_port",
     "tp-size": "sglang_service_tp_size",
     "pp-size": "sglang_service_pp_size",
-}
+})
 
 
 def option_key(name):
-    """`--pp_size` / `pp_size` / `pp-size` -> `pp-size`."""
+    """`--pp_size` / `pp_size` / `pp-size` -> `pp-size`, refusing what is no option name."""
     if not isinstance(name, str) or not name.strip("-_ "):
         raise AnsibleFilterError("SGLang option names must be non-empty strings, got %r" % (name,))
-    return name.strip().lstrip("-").replace("_", "-")
+    return options_knowledge.option_key(name)
 
 
 def merge_options(base, *layers):
@@ -64,28 +64,17 @@ def merge_options(base, *layers):
     return dict(sorted(merged.items()))
 
 
-def default_attention_backend(compute_capability, mla=True):
-    """The attention backend SGLang picks for an MLA model on this GPU generation, or '' to let SGLang decide.
-
-    SM120 (RTX PRO 6000 Blackwell): triton; SM100 (B200): trtllm_mla; SM90 (H100/H200): fa3.
-    """
-    if not compute_capability or not mla:
-        return ""
-    try:
-        major = int(str(compute_capability).split(".", maxsplit=1)[0])
-    except ValueError:
+def attention_backend_for(compute_capability, mla=True):
+    """The attention backend SGLang picks for an MLA model on this GPU generation, or '' to let SGLang decide."""
+    if compute_capability and options_knowledge.compute_capability_major(compute_capability) is None:
         raise AnsibleFilterError("compute capability %r is not like '12.0'" % (compute_capability,))
-    return {12: "triton", 10: "trtllm_mla", 9: "fa3"}.get(major, "triton" if major >= 8 else "")
+    return default_attention_backend(compute_capability, mla)
 
 
-def is_loopback(host):
-    """True when binding to `host` is reachable from this machine only."""
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(str(host).strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost: assume reachable from outside
+def redact_log_lines(lines, secrets=()):
+    """Log lines with the values of every secret option (SGLang's server_args line, flags) and the given secrets
+    masked."""
+    return options_knowledge.redact([redact_log_line(str(line)) for line in lines or []], list(secrets or []))
 
 
 def _int(options, key, default):
@@ -136,7 +125,7 @@ def option_problems(options, gpu_count, api_key_set=False, allow_public_without_
     if backend and backend not in ATTENTION_BACKENDS:
         problems.append("unknown attention backend '%s': choose one of %s" % (backend, ", ".join(ATTENTION_BACKENDS)))
     host = options.get("host", "127.0.0.1")
-    if not is_loopback(host) and not api_key_set and not allow_public_without_key:
+    if not is_loopback_host(host) and not api_key_set and not allow_public_without_key:
         problems.append("host %s is reachable from other machines but no API key is set: set sglang_service_api_key "
                         "(or sglang_service_allow_public_without_key: true to accept an open endpoint)" % host)
     return problems
@@ -146,7 +135,8 @@ class FilterModule:
     def filters(self):
         return {
             "sglang_merge_options": merge_options,
-            "sglang_default_attention_backend": default_attention_backend,
+            "sglang_default_attention_backend": attention_backend_for,
             "sglang_option_problems": option_problems,
-            "sglang_is_loopback": is_loopback,
+            "sglang_client_host": client_host,
+            "sglang_redact_log_lines": redact_log_lines,
         }

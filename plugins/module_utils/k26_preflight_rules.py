@@ -16,7 +16,7 @@ The context is a plain dict built by :func:`build_context`:
 - ``min_driver_version``: e.g. "580.65.06";
 - ``mla``: True when the model uses multi-head latent attention (Kimi K2.x does).
 
-Sources: ../shared/notes/sglang-facts.md, ../shared/notes/cuda13-facts.md, and the sglang 0.5.23 sources
+Sources: NVIDIA's CUDA 13.0 installation guide and release notes, and the sglang 0.5.23 sources
 named next to each table (read from the installed package).
 """
 
@@ -26,13 +26,15 @@ import difflib
 import re
 from collections import namedtuple
 
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import MLA_DEFAULT_BACKEND, option_keys
+
 ERROR = "error"
 WARNING = "warning"
 INFO = "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 SEVERITY_OFF = "off"
 
-# CUDA 13.0 GA needs driver >= 580.65.06 (cuda13-facts.md).
+# CUDA 13.0 GA needs driver >= 580.65.06 (CUDA 13.0 release notes).
 DEFAULT_MIN_DRIVER_VERSION = "580.65.06"
 MIN_CUDA_DRIVER_API = "13.0"
 # Used for the model-size rule when mem-fraction-static is not set (SGLang then picks one itself).
@@ -41,7 +43,7 @@ ASSUMED_MEM_FRACTION = 0.9
 MODEL_TIGHT_RATIO = 0.9
 
 # Attention backends that switch CUDA graphs off for both phases
-# (sglang-facts.md; srt/arg_groups/attention_hook.py: "Cuda graph is disabled because of using ...").
+# (SGLang 0.5.23 srt/arg_groups/attention_hook.py: "Cuda graph is disabled because of using ...").
 GRAPH_DISABLING_BACKENDS = {
     "torch_native": "torch native attention backend",
     "flex_attention": "torch Flex Attention backend",
@@ -61,14 +63,12 @@ ATTENTION_ARCH = {
     "trtllm_mha": {"mla": (), "other": (9, 10, 12), "hint": "trtllm_mha is for non-MLA models on SM90/SM100/SM120"},
     "fa4": {"mla": (10, 11), "other": (9, 10, 11, 12), "hint": "fa4 with MLA models needs SM100/SM110"},
 }
-# What SGLang picks for MLA models per architecture (sglang-facts.md): a suggestion for the message.
-MLA_DEFAULT_BACKEND = {9: "fa3", 10: "trtllm_mla", 12: "triton"}
 ATTENTION_OPTION_KEYS = ("attention-backend", "prefill-attention-backend", "decode-attention-backend")
 
-# CUDA 13 dropped Maxwell, Pascal and Volta (cuda13-facts.md): compute capability below 7.5.
+# CUDA 13 dropped Maxwell, Pascal and Volta (CUDA 13.0 release notes): compute capability below 7.5.
 MIN_COMPUTE_CAPABILITY = (7, 5)
 
-# Options removed or retired (sglang-facts.md; checked against the 0.5.23 parser): name -> replacement.
+# Options removed or retired (checked against the 0.5.23 parser by tests/unit/test_simulator_conformance.py).
 REMOVED_OPTIONS = {
     "cuda-graph-max-bs": "cuda-graph-max-bs-decode (and cuda-graph-max-bs-prefill)",
     "cuda-graph-bs": "cuda-graph-bs-decode (and cuda-graph-bs-prefill)",
@@ -89,16 +89,6 @@ SGLANG_REQUIRES_PYTHON = ">=3.11"
 
 
 # ---------------------------------------------------------------- helpers
-
-def normalize_key(key):
-    """'--pp_size' / 'pp_size' / 'pp-size' -> 'pp-size'."""
-    return str(key).strip().lstrip("-").replace("_", "-").lower()
-
-
-def normalize_options(options):
-    """Dashed keys; later spellings of the same option win, like the command line does."""
-    return {normalize_key(key): value for key, value in (options or {}).items()}
-
 
 def as_bool(value):
     if isinstance(value, bool):
@@ -563,7 +553,7 @@ def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=
     """``python``: {"interpreter", "version" (None: not found), "minimum", "requires", "requires_source",
     "variable", "installable", "package", "hint"} or None (not checked)."""
     return {
-        "options": normalize_options(options),
+        "options": option_keys(options),
         "gpu": gpu,
         "simulator": bool(simulator),
         "expected_gpus": expected_gpus,

@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
-
-from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import normalize_key
 
 RESULT_MARKER = "K26_SGLANG_ARGS_CHECK_RESULT="
 
-# Option names whose values are secrets (dashed form).
-SECRET_OPTION_KEYS = ("api-key", "admin-api-key", "ssl-keyfile-password")
 
 CHECK_SCRIPT = r'''
 import argparse, json, sys
@@ -75,57 +70,6 @@ emit({"ok": True, "stage": "parse", "error": None, "sglang_version": sglang_vers
       "option_count": len([a for a in parser._actions if a.option_strings]), "parsed": changed,
       "abbreviated": abbreviated})
 '''
-
-
-def secret_values(options, extra_args=None):
-    """Values of secret options in a mapping (any spelling) and in an argv-style list."""
-    secrets = []
-    for key, value in (options or {}).items():
-        if normalize_key(key) in SECRET_OPTION_KEYS and value not in (None, ""):
-            secrets.append(str(value))
-    args = [str(a) for a in (extra_args or [])]
-    for i, arg in enumerate(args):
-        name, sep, inline = arg.partition("=")
-        if normalize_key(name) in SECRET_OPTION_KEYS and arg.startswith("--"):
-            if sep and inline:
-                secrets.append(inline)
-            elif i + 1 < len(args):
-                secrets.append(args[i + 1])
-    return secrets
-
-
-_SECRET_LINE = re.compile(r"^\s*[\"']?-{0,2}(%s)[\"']?\s*:\s*(.*?)\s*$" % "|".join(
-    k.replace("-", "[-_]") for k in SECRET_OPTION_KEYS), re.IGNORECASE)
-
-
-def secret_values_in_text(content):
-    """Values of secret options in YAML text (top-level `key: value` lines)."""
-    secrets = []
-    for line in (content or "").splitlines():
-        match = _SECRET_LINE.match(line)
-        if match:
-            value = match.group(2).strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
-            if value:
-                secrets.append(value)
-    return secrets
-
-
-def redact(data, secrets, mask="********"):
-    """Replace every occurrence of the secrets in strings nested in data."""
-    secrets = [s for s in secrets if s]
-    if not secrets:
-        return data
-    if isinstance(data, str):
-        for secret in secrets:
-            data = data.replace(secret, mask)
-        return data
-    if isinstance(data, dict):
-        return {key: redact(value, secrets, mask) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [redact(value, secrets, mask) for value in data]
-    return data
 
 
 def write_private_config(options=None, content=None, directory=None):

@@ -14,9 +14,9 @@ import socket
 import ssl
 
 from urllib.error import HTTPError, URLError
-from urllib.parse import urlparse
 
 from ansible.module_utils.urls import open_url
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import is_loopback_url
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
     PROBE_HEALTH_GENERATE, PROBE_READY, UNIT_PROPERTIES, WARMUP_PATHS,
     http_result, journal_matches, models_known, models_match, model_ids_from, parse_journal_json,
@@ -26,13 +26,6 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import
 REQUEST_TIMEOUT = 2.0            # seconds, every fast endpoint
 HEALTH_GENERATE_TIMEOUT = 5.0    # /health_generate runs a one-token generation and sleeps >= 1 s
 MAX_BODY_BYTES = 1024 * 1024
-LOOPBACK_HOSTS = ('localhost', '::1')
-
-
-def is_loopback(url):
-    """Whether the URL's host is a loopback address (no proxy is used for those)."""
-    host = (urlparse(url).hostname or '').lower()
-    return host in LOOPBACK_HOSTS or host.startswith('127.')
 
 
 def _errno_kind(exc):
@@ -85,7 +78,7 @@ class SglangProbe(object):
         self.api_key = api_key
         self.validate_certs = validate_certs
         self.ca_path = ca_path
-        self.use_proxy = not is_loopback(url)
+        self.use_proxy = not is_loopback_url(url)
         self.systemctl = module.get_bin_path('systemctl')
         self.journalctl = module.get_bin_path('journalctl')
         self.env = {'LC_ALL': 'C', 'SYSTEMD_PAGER': '', 'SYSTEMD_COLORS': '0'}

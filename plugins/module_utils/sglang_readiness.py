@@ -19,6 +19,8 @@ import json
 import re
 from collections import namedtuple
 
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import redact_log_line
+
 # --------------------------------------------------------------------------
 # Constants
 # --------------------------------------------------------------------------
@@ -84,18 +86,6 @@ MAX_MSG_DETAIL_CHARS = 200
 ERROR_RE = re.compile(r'Error|Exception|CUDA|OOM|out of memory|FAILURE')
 TRACEBACK_START = 'Traceback (most recent call last):'
 ANSI_RE = re.compile(r'\x1b\[[0-9;?]*[ -/]*[@-~]')
-# SGLang logs its server_args, API key included, at every start (`api_key='...'`); a flag on a command line
-# (`--api-key VALUE`) is the other common spelling. Their values never leave the module.
-SECRET_RE = re.compile(
-    r"""(\b(?:api_key|admin_api_key|ssl_keyfile_password)=)(?!None\b)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^,\s)]+)"""
-    r"""|(--(?:api-key|admin-api-key|ssl-keyfile-password)[= ])(\S+)""")
-
-
-def redact_secrets(text):
-    """Replace the values of secret options in a log line by '***'."""
-    return SECRET_RE.sub(lambda m: (m.group(1) or m.group(3)) + "'***'", text)
-
-
 # Access-log lines of health/readiness probes (ours at 4 Hz among them): noise in a tail.
 PROBE_ACCESS_RE = re.compile(
     r'"(GET|HEAD) /(v1/models|ready|health_generate|health|model_info|server_info|metrics)\b[^"]*" \d{3}')
@@ -525,7 +515,7 @@ def journal_matches(invocation_ids):
 
 def clean_line(text):
     """Strip ANSI colours, trailing white space and secrets, and bound the length."""
-    text = redact_secrets(ANSI_RE.sub('', text).rstrip())
+    text = redact_log_line(ANSI_RE.sub('', text).rstrip())
     if len(text) > MAX_LINE_CHARS:
         text = text[:MAX_LINE_CHARS - 3] + '...'
     return text

@@ -134,7 +134,8 @@ cmd:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_args import redact, run_check, secret_values, secret_values_in_text
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_args import run_check
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import redact, secret_values, secret_values_in_text
 
 
 def main():

@@ -251,12 +251,11 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
     count,
     evaluate,
     format_finding,
-    normalize_key,
     strict,
     unknown_variable_findings,
 )
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_args import secret_values
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import option_key, secret_values
 
 
 def directory_size(path):
@@ -394,7 +393,7 @@ def main():
     if params["check_model"]:
         options = params["options"] or {}
         path = params["model_path"] or next(
-            (v for k, v in options.items() if normalize_key(k) in ("model-path", "model")), None)
+            (v for k, v in options.items() if option_key(k) in ("model-path", "model")), None)
         model = model_facts(path)
         if model is None:
             model = {"path": None, "hub_id": False, "exists": False, "is_dir": False, "has_config": False,

@@ -1,4 +1,4 @@
-"""Unit tests of plugins/filter/nvidia_cuda.py against ../shared/notes/cuda13-facts.md.
+"""Unit tests of plugins/filter/nvidia_cuda.py against NVIDIA's CUDA 13.0 installation guide and release notes.
 
 The cases are data: one row per distro (facts in, repository id/URLs/packages out). Adding a distro
 means adding a row here and a line to the filter's tables.

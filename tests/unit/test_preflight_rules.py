@@ -232,9 +232,9 @@ def test_severity_overrides():
     assert {f["severity"] for f in info} == {r.INFO}
 
 
-def test_normalize_options():
-    assert r.normalize_options({"--pp_size": 8, "PP-Async_Batch-Depth": 8}) == {
-        "pp-size": 8, "pp-async-batch-depth": 8}
+def test_options_are_read_with_dashed_keys():
+    ctx_ = r.build_context({"--pp_size": 8, "pp_async_batch_depth": 0})
+    assert ctx_["options"] == {"pp-size": 8, "pp-async-batch-depth": 0}
 
 
 def test_format_finding():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_args, sglang_options
 from module_runner import run_module as run_shared
 from sglang_venv import SGLANG_PYTHON
 from sglang_venv import requires_real_sglang as real
@@ -190,10 +190,10 @@ def test_private_config_file_mode_and_content(tmp_path):
 
 
 def test_secret_values():
-    assert sglang_args.secret_values({"api_key": "a", "--admin-api-key": "b", "port": 1},
-                                     ["--api-key=c", "--ssl-keyfile-password", "d", "--x"]) == ["a", "b", "c", "d"]
-    assert sglang_args.secret_values_in_text("api-key: 'q1'\napi_key: \"q2\"\nport: 30000\n") == ["q1", "q2"]
-    assert sglang_args.redact({"e": ["x q1 y"]}, ["q1"]) == {"e": ["x ******** y"]}
+    assert sglang_options.secret_values({"api_key": "a", "--admin-api-key": "b", "port": 1},
+                                        ["--api-key=c", "--ssl-keyfile-password", "d", "--x"]) == ["a", "b", "c", "d"]
+    assert sglang_options.secret_values_in_text("api-key: 'q1'\napi_key: \"q2\"\nport: 30000\n") == ["q1", "q2"]
+    assert sglang_options.redact({"e": ["x q1 y"]}, ["q1"]) == {"e": ["x ******** y"]}
 
 
 def test_parse_check_output():

@@ -3,7 +3,9 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.k26.deploy.plugins.filter.sglang_options import default_attention_backend, is_loopback, merge_options, option_problems
+from ansible_collections.k26.deploy.plugins.filter.sglang_options import (
+    attention_backend_for, merge_options, option_problems, redact_log_lines)
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import client_host, is_loopback_host
 
 GOOD = {"model-path": "/srv/models/Kimi-K2.6", "host": "127.0.0.1", "port": 30000, "tp-size": 1, "pp-size": 8}
 
@@ -30,14 +32,26 @@ def test_merge_rejects_a_non_mapping():
 @pytest.mark.parametrize("cc, backend", [("12.0", "triton"), ("10.0", "trtllm_mla"), ("9.0", "fa3"),
                                          ("8.0", "triton"), ("", ""), (None, "")])
 def test_attention_backend_follows_the_gpu_architecture(cc, backend):
-    assert default_attention_backend(cc) == backend
+    assert attention_backend_for(cc) == backend
 
 
 @pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.0.1.1", True), ("::1", True),
                                             ("localhost", True), ("0.0.0.0", False), ("::", False),
                                             ("10.0.0.5", False), ("gpu-node-01", False)])
 def test_loopback(host, loopback):
-    assert is_loopback(host) is loopback
+    assert is_loopback_host(host) is loopback
+
+
+@pytest.mark.parametrize("bind, client", [("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("", "127.0.0.1"),
+                                          ("10.0.0.5", "10.0.0.5"), ("127.0.0.1", "127.0.0.1")])
+def test_clients_reach_an_all_interfaces_bind_through_loopback(bind, client):
+    assert client_host(bind) == client
+
+
+def test_log_lines_lose_every_secret_value():
+    lines = ["server_args=ServerArgs(api_key='old-key', admin_api_key='adm', port=1)", "plain line"]
+    assert redact_log_lines(lines) == [
+        "server_args=ServerArgs(api_key='********', admin_api_key='********', port=1)", "plain line"]
 
 
 def test_good_options_have_no_problems():
@@ -75,3 +89,24 @@ def test_reserved_options_are_refused_without_showing_their_value():
 
 def test_two_nodes_split_the_pipeline():
     assert option_problems(dict(GOOD, **{"pp-size": 16, "nnodes": 2}), 8) == []
+
+
+def test_one_list_of_attention_backends_everywhere():
+    """The module_utils list is the one home; the role's argument spec, the rules and the simulator agree with it."""
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules, sglang_options
+
+    root = Path(__file__).resolve().parents[2]
+    spec = yaml.safe_load((root / "roles/sglang_service/meta/argument_specs.yml").read_text())
+    choices = spec["argument_specs"]["main"]["options"]["sglang_service_attention_backend"]["choices"]
+    assert choices == [""] + list(sglang_options.ATTENTION_BACKENDS)
+    assert set(k26_preflight_rules.ATTENTION_ARCH) <= set(sglang_options.ATTENTION_BACKENDS)
+    assert set(sglang_options.MLA_DEFAULT_BACKEND.values()) <= set(sglang_options.ATTENTION_BACKENDS)
+    sys.path.insert(0, str(root / "roles" / "sglang" / "files"))
+    import sglang_simulator
+
+    assert sglang_simulator.ATTENTION_BACKENDS == sglang_options.ATTENTION_BACKENDS

@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_probe import SglangProbe, classify_exception, is_loopback
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import is_loopback_url as is_loopback
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_probe import SglangProbe, classify_exception
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROBE_HEALTH_GENERATE, PROBE_READY, new_state, Settings
 
 INV1 = 'cbc57ece148a4996b8fbeb0bfa66c895'

@@ -81,8 +81,11 @@ GPU_TOTAL_GIB = 94.97
 GPU_AVAIL_GB = 93.72
 CHECKPOINT_GB = 594.0
 
-ATTENTION_BACKENDS = ("triton", "torch_native", "flex_attention", "fa3", "fa4", "flashinfer",
-                      "flashmla", "trtllm_mla", "trtllm_mha", "cutedsl_mla")
+# SGLang 0.5.23's --attention-backend choices; the collection's own list (module_utils/sglang_options.py) is held
+# to this one by tests/unit/test_sglang_options.py (the simulator runs on hosts without the collection).
+ATTENTION_BACKENDS = ("triton", "torch_native", "flex_attention", "fa3", "fa4", "flashinfer", "flashmla",
+                      "trtllm_mla", "trtllm_mha", "cutedsl_mla", "aiter", "wave", "intel_amx", "ascend",
+                      "dual_chunk_flash_attn", "nsa", "intel_xpu")
 CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")
 SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 FAILURE_MODES = ("none", "crash_loading", "hang_loading", "crash_after_ready", "warmup_fail")
@@ -1342,7 +1345,7 @@ def main(argv=None, environ=None):
         except Fatal as fatal:
             log.raw(str(fatal), "error")
             return 1
-        shown = argparse.Namespace(**dict(vars(args), api_key="***" if args.api_key else None))
+        shown = argparse.Namespace(**dict(vars(args), api_key="********" if args.api_key else None))
         print(f"OK: the options parse ({format_server_args(shown)})")
         return 0
     simulator = Simulator(args, settings, log)

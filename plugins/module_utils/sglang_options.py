@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+"""What the collection knows about SGLang's options, in one place: their names, the secret ones and how a secret is
+masked, the attention backends, and which addresses are loopback.
+
+Used by the filters (the sglang_service role's option merge), the modules (preflight rules, the argument check,
+readiness) and the tests that hold the simulator to the same facts. Checked against SGLang 0.5.23 by
+tests/unit/test_simulator_conformance.py and tests/unit/test_sglang_options.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import urlsplit
+
+# ---------------------------------------------------------------------------------------------------- names
+
+
+def option_key(name):
+    """An option's name as the config file and the rules use it: '--pp_size' / 'pp_size' / 'pp-size' -> 'pp-size'.
+
+    Case is kept: SGLang's flags are lower case, and 'PP-size' is no flag of it.
+    """
+    return str(name).strip().lstrip("-").replace("_", "-")
+
+
+def option_keys(options):
+    """The mapping with dashed keys; of two spellings of one option the later wins, as on a command line."""
+    return {option_key(key): value for key, value in (options or {}).items()}
+
+
+# ---------------------------------------------------------------------------------------------------- secrets
+#: options whose values are secrets (dashed form); SGLang 0.5.23 logs them in clear in its start-up server_args
+SECRET_OPTION_KEYS = ("api-key", "admin-api-key", "ssl-keyfile-password")
+#: what a secret value is replaced by, wherever the collection shows text that held one
+SECRET_MASK = "********"
+
+_SECRET_ALTERNATION = "|".join(re.escape(key) for key in SECRET_OPTION_KEYS)
+# SGLang's server_args line (`api_key='...'`, Python repr) and a flag on a command line (`--api-key VALUE`).
+SECRET_IN_LOG_RE = re.compile(
+    r"""(\b(?:%s)=)(?!None\b)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^,\s)]+)|(--(?:%s)[= ])(\S+)"""
+    % (_SECRET_ALTERNATION.replace("\\-", "_"), _SECRET_ALTERNATION))
+_SECRET_YAML_LINE_RE = re.compile(r"^\s*[\"']?-{0,2}(%s)[\"']?\s*:\s*(.*?)\s*$"
+                                  % "|".join(key.replace("-", "[-_]") for key in SECRET_OPTION_KEYS), re.IGNORECASE)
+
+
+def redact_log_line(text):
+    """A log line with the values of secret options replaced by the mask."""
+    return SECRET_IN_LOG_RE.sub(lambda m: (m.group(1) or m.group(3)) + "'%s'" % SECRET_MASK, text)
+
+
+def secret_values(options, extra_args=None):
+    """Values of secret options in a mapping (any spelling) and in an argv-style list."""
+    secrets = [str(value) for key, value in (options or {}).items()
+               if option_key(key) in SECRET_OPTION_KEYS and value not in (None, "")]
+    args = [str(arg) for arg in (extra_args or [])]
+    for i, arg in enumerate(args):
+        name, sep, inline = arg.partition("=")
+        if arg.startswith("--") and option_key(name) in SECRET_OPTION_KEYS:
+            if sep and inline:
+                secrets.append(inline)
+            elif i + 1 < len(args):
+                secrets.append(args[i + 1])
+    return secrets
+
+
+def secret_values_in_text(content):
+    """Values of secret options in YAML text (top-level `key: value` lines)."""
+    secrets = []
+    for line in (content or "").splitlines():
+        match = _SECRET_YAML_LINE_RE.match(line)
+        if match:
+            value = match.group(2).strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            if value:
+                secrets.append(value)
+    return secrets
+
+
+def redact(data, secrets):
+    """Every occurrence of the secrets in strings nested in data, replaced by the mask."""
+    secrets = [secret for secret in secrets if secret]
+    if not secrets:
+        return data
+    if isinstance(data, str):
+        for secret in secrets:
+            data = data.replace(secret, SECRET_MASK)
+        return data
+    if isinstance(data, dict):
+        return {key: redact(value, secrets) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact(value, secrets) for value in data]
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------- backends
+#: SGLang 0.5.23's --attention-backend choices (srt/server_args.py)
+ATTENTION_BACKENDS = (
+    "triton", "torch_native", "flex_attention", "fa3", "fa4", "flashinfer", "flashmla",
+    "trtllm_mla", "trtllm_mha", "cutedsl_mla", "aiter", "wave", "intel_amx", "ascend",
+    "dual_chunk_flash_attn", "nsa", "intel_xpu",
+)
+#: what SGLang picks for an MLA model (Kimi K2.x) per compute-capability major: SM120 (RTX PRO 6000 Blackwell)
+#: triton, SM100 (B200) trtllm_mla, SM90 (H100/H200) fa3
+MLA_DEFAULT_BACKEND = {12: "triton", 10: "trtllm_mla", 9: "fa3"}
+
+
+def compute_capability_major(compute_capability):
+    """12 from '12.0'; None when it is not like that."""
+    match = re.match(r"\s*(\d+)", str(compute_capability or ""))
+    return int(match.group(1)) if match else None
+
+
+def default_attention_backend(compute_capability, mla=True):
+    """The attention backend SGLang picks for an MLA model on this GPU generation, or '' to let SGLang decide."""
+    major = compute_capability_major(compute_capability)
+    if major is None or not mla:
+        return ""
+    return MLA_DEFAULT_BACKEND.get(major, "triton" if major >= 8 else "")
+
+
+# ---------------------------------------------------------------------------------------------------- addresses
+#: bind addresses that mean "every interface": clients on the host reach them through loopback
+ALL_INTERFACES = ("0.0.0.0", "::", "")
+
+
+def is_loopback_host(host):
+    """True when a server bound to `host` is reachable from this machine only."""
+    host = str(host or "").strip("[]").lower()
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost: assume reachable from outside
+
+
+def is_loopback_url(url):
+    """Whether the URL's host is a loopback address (no proxy is used for those)."""
+    return is_loopback_host(urlsplit(str(url)).hostname or "")
+
+
+def client_host(bind_host):
+    """Where a client on the same machine reaches a server bound to `bind_host`."""
+    return "127.0.0.1" if str(bind_host or "").strip("[]") in ALL_INTERFACES else str(bind_host)
