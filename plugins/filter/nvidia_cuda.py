@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 """Filters for the nvidia_cuda role: NVIDIA CUDA repository and package facts as pure functions.
 
+What the host has (GPUs, driver, toolkits) comes from the nvidia_gpu_facts module (module_utils/nvidia_smi.py).
 Everything here is a pure function of its arguments (facts, file contents, command output), so the
 per-distro knowledge of the role is unit-tested in tests/unit/test_nvidia_cuda_filters.py instead of
 being spread over Jinja expressions. The values follow NVIDIA's CUDA 13.0 installation guide:
@@ -19,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_at_least, version_tuple
 
 # distro id -> package manager family of NVIDIA's repository for it
 REPO_DISTROS = {
@@ -53,11 +55,6 @@ _ARCHES = {
     "arm64": "sbsa",
     "sbsa": "sbsa",
 }
-
-PCI_VENDOR_NVIDIA = "0x10de"
-# PCI base class 0x03 = display controller (VGA 0x0300, 3D 0x0302); 0x0680 = bridge/other (NVSwitch)
-_PCI_CLASS_DISPLAY = "0x03"
-_PCI_CLASS_NVSWITCH = "0x0680"
 
 _SUPPORTED_TEXT = "Ubuntu 22.04/24.04, Debian 12, RHEL/Rocky/AlmaLinux 9 (and 8)"
 
@@ -200,89 +197,13 @@ def packages(distro, toolkit_version="13.0", driver_branch=580, kernel=""):
     return plan
 
 
-_DRIVER_RE = re.compile(
-    r"NVRM version:\s+NVIDIA UNIX\s+(?P<open>Open\s+)?(?:\S+\s+)?Kernel Module(?:\s+for\s+\S+)?\s+"
-    r"(?P<version>\d+\.\d+(?:\.\d+)?)"
-)
-
-
-def parse_driver_version(text):
-    """Parse /proc/driver/nvidia/version.
-
-    Returns ``{"found": bool, "version": "580.95.05" or "", "open": bool}``; ``open`` is true
-    when the loaded module is NVIDIA's Open Kernel Module.
-    """
-    text = str(text or "")
-    match = _DRIVER_RE.search(text)
-    if not match:
-        return {"found": False, "version": "", "open": False}
-    return {
-        "found": True,
-        "version": match.group("version"),
-        "open": "Open Kernel Module" in text,
-    }
-
-
-def _version_tuple(version):
-    value = str(version or "").strip()
-    if not re.match(r"^\d+(\.\d+)*$", value):
-        return None
-    return tuple(int(part) for part in value.split("."))
-
-
 def driver_version_satisfies(version, minimum):
     """True when driver ``version`` >= ``minimum`` (numeric, dot-separated). Unparseable -> False."""
-    have = _version_tuple(version)
-    need = _version_tuple(minimum)
-    if need is None:
+    if version_tuple(minimum) is None or not re.match(r"^\d+(\.\d+)*$", str(minimum).strip()):
         _fail("minimum driver version %r must look like 580.65.06" % (minimum,))
-    if have is None:
+    if not re.match(r"^\d+(\.\d+)*$", str(version or "").strip()):
         return False
-    width = max(len(have), len(need))
-    return have + (0,) * (width - len(have)) >= need + (0,) * (width - len(need))
-
-
-def parse_nvcc_release(text):
-    """CUDA release from ``nvcc --version`` (``... release 13.0, V13.0.88``) -> ``13.0``; "" if absent."""
-    match = re.search(r"release\s+(\d+\.\d+)\s*,", str(text or ""))
-    return match.group(1) if match else ""
-
-
-def pci_devices(text):
-    """Summarise NVIDIA PCI devices from ``grep -H . /sys/bus/pci/devices/*/{vendor,class}`` output.
-
-    Each line is ``/sys/bus/pci/devices/<address>/<vendor|class>:<value>``. GPUs are vendor 0x10de
-    with a display class (0x03xxxx); NVSwitches are vendor 0x10de with class 0x0680xx.
-    Returns ``{"gpu_count", "gpus", "nvswitch_count", "nvswitches"}`` with sorted PCI addresses.
-    """
-    if isinstance(text, (list, tuple)):
-        lines = [str(line) for line in text]
-    else:
-        lines = str(text or "").splitlines()
-    devices = {}
-    for line in lines:
-        # PCI addresses contain ':' themselves: split at the attribute name instead
-        match = re.match(r"^.*/(?P<addr>[^/]+)/(?P<attr>vendor|class):(?P<value>\S+)$", line.strip())
-        if not match:
-            continue
-        attrs = devices.setdefault(match.group("addr"), {})
-        attrs[match.group("attr")] = match.group("value").lower()
-    gpus = []
-    nvswitches = []
-    for addr, attrs in devices.items():
-        if attrs.get("vendor") != PCI_VENDOR_NVIDIA:
-            continue
-        pci_class = attrs.get("class", "")
-        if pci_class.startswith(_PCI_CLASS_DISPLAY):
-            gpus.append(addr)
-        elif pci_class.startswith(_PCI_CLASS_NVSWITCH):
-            nvswitches.append(addr)
-    return {
-        "gpu_count": len(gpus),
-        "gpus": sorted(gpus),
-        "nvswitch_count": len(nvswitches),
-        "nvswitches": sorted(nvswitches),
-    }
+    return version_at_least(version, minimum)
 
 
 def debian_contrib_sources(text, release, exclude_file=""):
@@ -329,9 +250,6 @@ class FilterModule:
             "nvidia_cuda_toolkit_package": toolkit_package,
             "nvidia_cuda_toolkit_home": toolkit_home,
             "nvidia_cuda_packages": packages,
-            "nvidia_cuda_parse_driver_version": parse_driver_version,
             "nvidia_cuda_driver_version_satisfies": driver_version_satisfies,
-            "nvidia_cuda_parse_nvcc_release": parse_nvcc_release,
-            "nvidia_cuda_pci_devices": pci_devices,
             "nvidia_cuda_debian_contrib_sources": debian_contrib_sources,
         }

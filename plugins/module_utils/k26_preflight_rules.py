@@ -26,6 +26,7 @@ import difflib
 import re
 from collections import namedtuple
 
+from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import MLA_DEFAULT_BACKEND, option_keys
 
 ERROR = "error"
@@ -148,11 +149,6 @@ def cc_tuple(text):
     if len(parts) < 2:
         return None
     return int(parts[0]), int(parts[1])
-
-
-def version_tuple(text):
-    parts = re.findall(r"\d+", str(text or ""))
-    return tuple(int(p) for p in parts) if parts else None
 
 
 def gib(num_bytes):

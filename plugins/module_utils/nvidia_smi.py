@@ -43,8 +43,11 @@ NVIDIA_SMI_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin", "/opt/
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
 SYS_PCI_DEVICES = "/sys/bus/pci/devices"
 NVIDIA_PCI_VENDOR = "0x10de"
+# PCI class 0x03xxxx: display controllers (the GPUs, found without any driver).
+GPU_PCI_CLASS_PREFIX = "0x03"
 # PCI class 0x0680xx: bridge, "other". NVSwitch chips present themselves with it (HGX/DGX baseboards).
 NVSWITCH_PCI_CLASS_PREFIX = "0x0680"
+CUDA_TOOLKIT_GLOB = "/usr/local/cuda-*/bin/nvcc"
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
 FABRIC_MANAGER_BINARY = "nv-fabricmanager"
 FABRIC_MANAGER_UNIT_DIRS = ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
@@ -137,6 +140,15 @@ def parse_kernel_module(text):
     return "open" if "Open Kernel Module" in text else "proprietary"
 
 
+_KERNEL_MODULE_VERSION = re.compile(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
+
+
+def parse_kernel_module_version(text):
+    """'580.159.04' from /proc/driver/nvidia/version; None when no driver is loaded."""
+    match = _KERNEL_MODULE_VERSION.search(text or "")
+    return match.group(1) if match else None
+
+
 _NVCC_RELEASE = re.compile(r"release\s+([0-9]+\.[0-9]+)\s*,\s*V([0-9][0-9.]*)")
 
 
@@ -148,14 +160,11 @@ def parse_nvcc_version(text):
     return match.group(1), match.group(2)
 
 
-def detect_nvswitch(pci_devices):
-    """Number of NVSwitch PCI functions in [(vendor, class), ...] read from /sys/bus/pci/devices/*/{vendor,class}."""
-    count = 0
-    for vendor, pci_class in pci_devices:
-        if (vendor or "").strip().lower() == NVIDIA_PCI_VENDOR and \
-                (pci_class or "").strip().lower().startswith(NVSWITCH_PCI_CLASS_PREFIX):
-            count += 1
-    return count
+def nvidia_pci_functions(pci_devices, class_prefix):
+    """Sorted addresses of the NVIDIA PCI functions of a class, from [(address, vendor, class), ...]."""
+    return sorted(address for address, vendor, pci_class in pci_devices
+                  if (vendor or "").strip().lower() == NVIDIA_PCI_VENDOR
+                  and (pci_class or "").strip().lower().startswith(class_prefix))
 
 
 def classify_smi_failure(rc, out, err):
@@ -210,11 +219,20 @@ def service_device_allow(char_devices, rdma_cm_present):
 
 
 def version_tuple(version):
-    """'580.65.06' -> (580, 65, 6); None or junk -> None."""
+    """'580.65.06' -> (580, 65, 6); None or junk -> None. The one version helper of the collection."""
     if version is None:
         return None
     parts = re.findall(r"\d+", str(version))
     return tuple(int(part) for part in parts) if parts else None
+
+
+def version_at_least(version, minimum):
+    """version >= minimum, numerically and with missing parts as 0 ('580.95' >= '580.65.06'); unknown -> False."""
+    have, need = version_tuple(version), version_tuple(minimum)
+    if have is None or need is None:
+        return False
+    width = max(len(have), len(need))
+    return have + (0,) * (width - len(have)) >= need + (0,) * (width - len(need))
 
 
 def _stats(values):
@@ -293,10 +311,21 @@ def nvcc_dirs(host):
 
 
 def pci_devices(host):
-    devices = []
-    for device in host.glob(os.path.join(SYS_PCI_DEVICES, "*")):
-        devices.append((host.read(os.path.join(device, "vendor")), host.read(os.path.join(device, "class"))))
-    return devices
+    """[(address, vendor, class)] of every PCI function (readable without any driver, in containers too)."""
+    return [(os.path.basename(device), host.read(os.path.join(device, "vendor")),
+             host.read(os.path.join(device, "class")))
+            for device in host.glob(os.path.join(SYS_PCI_DEVICES, "*"))]
+
+
+def cuda_toolkits(host, runner):
+    """{release: {"home", "nvcc", "build"}} of the versioned toolkits in /usr/local (cuda-13.0 ...)."""
+    toolkits = {}
+    for nvcc in host.glob(CUDA_TOOLKIT_GLOB):
+        rc, out, _err = runner([nvcc, "--version"])
+        release, build = parse_nvcc_version(out if rc == 0 else "")
+        if release:
+            toolkits[release] = {"home": os.path.dirname(os.path.dirname(nvcc)), "nvcc": nvcc, "build": build}
+    return toolkits
 
 
 def fabric_manager_state(host, runner):
@@ -315,9 +344,11 @@ def empty_facts():
     return {
         "gpu_count": 0,
         "gpus": [],
+        "pci_gpus": [],
         "driver_version": None,
         "cuda_driver_version": None,
         "kernel_module": None,
+        "kernel_module_version": None,
         "nvcc_version": None,
         "nvcc_build": None,
         "nvcc_path": None,
@@ -326,6 +357,7 @@ def empty_facts():
         "compute_capabilities": [],
         "nvswitch_present": False,
         "nvswitch_count": 0,
+        "cuda_toolkits": {},
         "fabric_manager": {"installed": False, "active": None, "binary": None},
         "device_groups": {},
         "service_device_allow": [],
@@ -350,7 +382,10 @@ def gather_facts(runner, host=None, nvidia_smi=None):
     host = host or Host()
     facts = empty_facts()
 
-    facts["kernel_module"] = parse_kernel_module(host.read(PROC_DRIVER_VERSION))
+    proc_version = host.read(PROC_DRIVER_VERSION)
+    facts["kernel_module"] = parse_kernel_module(proc_version)
+    facts["kernel_module_version"] = parse_kernel_module_version(proc_version)
+    facts["cuda_toolkits"] = cuda_toolkits(host, runner)
 
     nvcc = find_executable(host, "nvcc", nvcc_dirs(host))
     if nvcc:
@@ -359,7 +394,10 @@ def gather_facts(runner, host=None, nvidia_smi=None):
         facts["nvcc_version"], facts["nvcc_build"] = parse_nvcc_version(out if rc == 0 else "")
 
     # PCI functions (present whether or not a driver is loaded) or the driver's per-switch device nodes.
-    facts["nvswitch_count"] = max(detect_nvswitch(pci_devices(host)), len(host.glob("/dev/nvidia-nvswitch[0-9]*")))
+    pci = pci_devices(host)
+    facts["pci_gpus"] = nvidia_pci_functions(pci, GPU_PCI_CLASS_PREFIX)
+    facts["nvswitch_count"] = max(len(nvidia_pci_functions(pci, NVSWITCH_PCI_CLASS_PREFIX)),
+                                  len(host.glob("/dev/nvidia-nvswitch[0-9]*")))
     facts["nvswitch_present"] = facts["nvswitch_count"] > 0
     facts["fabric_manager"] = fabric_manager_state(host, runner)
     char_devices = parse_proc_devices(host.read(PROC_DEVICES))

@@ -135,6 +135,22 @@ kernel_module:
   returned: always
   type: str
   sample: open
+kernel_module_version:
+  description: Version of the loaded kernel module (C(/proc/driver/nvidia/version)); V(null) when no driver is loaded.
+  returned: always
+  type: str
+  sample: "580.159.04"
+pci_gpus:
+  description: PCI addresses of the NVIDIA GPUs on the bus, found without any driver (display class C(0x03xxxx)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["0000:00:06.0"]
+cuda_toolkits:
+  description: The versioned CUDA toolkits in C(/usr/local) by release, each with C(home), C(nvcc) and C(build).
+  returned: always
+  type: dict
+  sample: {"13.0": {"home": "/usr/local/cuda-13.0", "nvcc": "/usr/local/cuda-13.0/bin/nvcc", "build": "13.0.88"}}
 nvcc_version:
   description: CUDA toolkit release of the first C(nvcc) found (E(PATH), then C(/usr/local/cuda*/bin)).
   returned: always

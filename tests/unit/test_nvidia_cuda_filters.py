@@ -226,37 +226,6 @@ def test_toolkit_package_and_home():
     assert nc.toolkit_home("13.0") == "/usr/local/cuda-13.0"
 
 
-OPEN_X86 = (
-    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
-    "(dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:42:33 UTC 2025\n"
-    "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
-)
-OPEN_ARM = (
-    "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.159.04  Release Build  "
-    "(dvs-builder@U16-T02-35-3)  Thu Nov  6 10:12:01 UTC 2025\n"
-)
-PROPRIETARY = (
-    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 07:09:59 UTC 2025\n"
-    "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n"
-)
-OLD_OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build\n"
-
-
-@pytest.mark.parametrize(
-    "text,expected",
-    [
-        (OPEN_X86, {"found": True, "version": "580.95.05", "open": True}),
-        (OPEN_ARM, {"found": True, "version": "580.159.04", "open": True}),
-        (PROPRIETARY, {"found": True, "version": "580.65.06", "open": False}),
-        (OLD_OPEN, {"found": True, "version": "575.57.08", "open": True}),
-        ("", {"found": False, "version": "", "open": False}),
-        (None, {"found": False, "version": "", "open": False}),
-    ],
-)
-def test_parse_driver_version(text, expected):
-    assert nc.parse_driver_version(text) == expected
-
-
 @pytest.mark.parametrize(
     "version,minimum,ok",
     [
@@ -278,80 +247,6 @@ def test_driver_version_satisfies(version, minimum, ok):
 def test_driver_version_satisfies_rejects_bad_minimum():
     with pytest.raises(AnsibleFilterError, match="minimum driver version"):
         nc.driver_version_satisfies("580.95.05", "latest")
-
-
-NVCC = (
-    "nvcc: NVIDIA (R) Cuda compiler driver\n"
-    "Copyright (c) 2005-2025 NVIDIA Corporation\n"
-    "Built on Wed_Aug_20_01:58:59_PM_PDT_2025\n"
-    "Cuda compilation tools, release 13.0, V13.0.88\n"
-    "Build cuda_13.0.r13.0/compiler.36424714_0\n"
-)
-
-
-@pytest.mark.parametrize(
-    "text,release",
-    [
-        (NVCC, "13.0"),
-        ("Cuda compilation tools, release 12.8, V12.8.93", "12.8"),
-        ("bash: nvcc: command not found", ""),
-        ("", ""),
-    ],
-)
-def test_parse_nvcc_release(text, release):
-    assert nc.parse_nvcc_release(text) == release
-
-
-def sysfs(devices):
-    lines = []
-    for addr, vendor, pci_class in devices:
-        lines.append("/sys/bus/pci/devices/%s/vendor:%s" % (addr, vendor))
-        lines.append("/sys/bus/pci/devices/%s/class:%s" % (addr, pci_class))
-    return "\n".join(lines)
-
-
-CONTAINER = [  # the CI container: virtio devices only
-    ("0000:00:00.0", "0x8086", "0x060000"),
-    ("0000:00:01.0", "0x1af4", "0xffff00"),
-    ("0000:00:03.0", "0x1af4", "0x020000"),
-]
-PCIE_BOX = [  # 2x RTX PRO 6000 (3D controller) + their HDMI audio functions + a non-NVIDIA VGA
-    ("0000:17:00.0", "0x10de", "0x030200"),
-    ("0000:17:00.1", "0x10de", "0x040300"),
-    ("0000:3d:00.0", "0x10de", "0x030000"),
-    ("0000:03:00.0", "0x1a03", "0x030000"),
-]
-HGX = [  # 2 GPUs and 2 NVSwitches, one with an upper-case hex value
-    ("0000:18:00.0", "0x10de", "0x030200"),
-    ("0000:2a:00.0", "0x10de", "0x030200"),
-    ("0000:05:00.0", "0x10de", "0x068000"),
-    ("0000:06:00.0", "0x10DE", "0x068000"),
-    ("0000:07:00.0", "0x15b3", "0x068000"),  # a non-NVIDIA bridge of the same class
-]
-
-
-@pytest.mark.parametrize(
-    "devices,gpus,nvswitches",
-    [
-        (CONTAINER, [], []),
-        (PCIE_BOX, ["0000:17:00.0", "0000:3d:00.0"], []),
-        (HGX, ["0000:18:00.0", "0000:2a:00.0"], ["0000:05:00.0", "0000:06:00.0"]),
-        ([], [], []),
-    ],
-)
-def test_pci_devices(devices, gpus, nvswitches):
-    summary = nc.pci_devices(sysfs(devices))
-    assert summary == {
-        "gpu_count": len(gpus),
-        "gpus": gpus,
-        "nvswitch_count": len(nvswitches),
-        "nvswitches": nvswitches,
-    }
-
-
-def test_pci_devices_accepts_lines_and_ignores_noise():
-    lines = sysfs(PCIE_BOX).splitlines() + ["find: '/sys/bus/pci/devices/x': Permission denied", ""]
-    assert nc.pci_devices(lines)["gpu_count"] == 2
 
 
 DROPIN = "/etc/apt/sources.list.d/nvidia-cuda-debian-contrib.sources"

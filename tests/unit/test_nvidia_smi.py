@@ -205,9 +205,11 @@ def test_nvcc_version_recorded():
 
 
 def test_nvswitch_detection():
-    assert smi.detect_nvswitch(H200_PCI) == 0  # the GPU itself is class 0x0302
-    hgx = H200_PCI * 8 + [("0x10de\n", "0x068000\n")] * 4 + [("0x8086\n", "0x068000\n")]
-    assert smi.detect_nvswitch(hgx) == 4
+    h200 = [("0000:00:06.0", "0x10de\n", "0x030200\n")]  # the GPU itself is class 0x0302
+    assert smi.nvidia_pci_functions(h200, smi.NVSWITCH_PCI_CLASS_PREFIX) == []
+    hgx = h200 + [("0000:%02x:00.0" % i, "0x10de\n", "0x068000\n") for i in range(4)] + [
+        ("0000:10:00.0", "0x8086\n", "0x068000\n")]
+    assert len(smi.nvidia_pci_functions(hgx, smi.NVSWITCH_PCI_CLASS_PREFIX)) == 4
 
 
 @pytest.mark.parametrize("rc, out, err, expected", [
@@ -380,3 +382,108 @@ def test_module_without_gpu(tmp_path, capsys, monkeypatch):
     assert rc == 0 and result["gpu_count"] == 0 and "sampling" not in result
     if not os.path.exists("/usr/bin/nvidia-smi"):
         assert result["nvidia_smi_error"] == "nvidia-smi not found"
+
+
+# ---------------------------------------------------------------- the loaded kernel module, nvcc and the PCI bus
+# (moved here with the parsing the nvidia_cuda role used to do itself: GPU detection has one home)
+
+OPEN_X86 = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+    "(dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 09:42:33 UTC 2025\n"
+    "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+)
+OPEN_ARM = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.159.04  Release Build  "
+    "(dvs-builder@U16-T02-35-3)  Thu Nov  6 10:12:01 UTC 2025\n"
+)
+PROPRIETARY = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 07:09:59 UTC 2025\n"
+    "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n"
+)
+OLD_OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build\n"
+
+
+@pytest.mark.parametrize("text, module, version", [
+    (OPEN_X86, "open", "580.95.05"),
+    (OPEN_ARM, "open", "580.159.04"),
+    (H200_PROC_VERSION, "open", "580.159.04"),
+    (PROPRIETARY, "proprietary", "580.65.06"),
+    (OLD_OPEN, "open", "575.57.08"),
+    ("", None, None),
+    (None, None, None),
+])
+def test_kernel_module_and_its_version(text, module, version):
+    assert smi.parse_kernel_module(text) == module
+    assert smi.parse_kernel_module_version(text) == version
+
+
+@pytest.mark.parametrize("text, release", [
+    (H200_NVCC, ("13.0", "13.0.88")),
+    ("Cuda compilation tools, release 12.8, V12.8.93", ("12.8", "12.8.93")),
+    ("bash: nvcc: command not found", (None, None)),
+    ("", (None, None)),
+])
+def test_nvcc_release(text, release):
+    assert smi.parse_nvcc_version(text) == release
+
+
+CONTAINER = [  # the CI container: virtio devices only
+    ("0000:00:00.0", "0x8086", "0x060000"),
+    ("0000:00:01.0", "0x1af4", "0xffff00"),
+    ("0000:00:03.0", "0x1af4", "0x020000"),
+]
+PCIE_BOX = [  # 2x RTX PRO 6000 (3D controller) + their HDMI audio functions + a non-NVIDIA VGA
+    ("0000:17:00.0", "0x10de", "0x030200"),
+    ("0000:17:00.1", "0x10de", "0x040300"),
+    ("0000:3d:00.0", "0x10de", "0x030000"),
+    ("0000:03:00.0", "0x1a03", "0x030000"),
+]
+HGX = [  # 2 GPUs and 2 NVSwitches, one with an upper-case hex value
+    ("0000:18:00.0", "0x10de", "0x030200"),
+    ("0000:2a:00.0", "0x10de", "0x030200"),
+    ("0000:05:00.0", "0x10de", "0x068000"),
+    ("0000:06:00.0", "0x10DE", "0x068000\n"),
+    ("0000:07:00.0", "0x15b3", "0x068000"),  # a non-NVIDIA bridge of the same class
+]
+
+
+@pytest.mark.parametrize("devices, gpus, nvswitches", [
+    (CONTAINER, [], []),
+    (PCIE_BOX, ["0000:17:00.0", "0000:3d:00.0"], []),
+    (HGX, ["0000:18:00.0", "0000:2a:00.0"], ["0000:05:00.0", "0000:06:00.0"]),
+    ([], [], []),
+])
+def test_gpus_and_nvswitches_on_the_pci_bus(devices, gpus, nvswitches):
+    assert smi.nvidia_pci_functions(devices, smi.GPU_PCI_CLASS_PREFIX) == gpus
+    assert smi.nvidia_pci_functions(devices, smi.NVSWITCH_PCI_CLASS_PREFIX) == nvswitches
+
+
+def test_gpus_on_the_bus_without_a_driver():
+    files = {}
+    for address, vendor, pci_class in PCIE_BOX:
+        files["/sys/bus/pci/devices/%s/vendor" % address] = vendor
+        files["/sys/bus/pci/devices/%s/class" % address] = pci_class
+    facts = smi.gather_facts(FakeRunner([]), FakeHost(files))
+    assert facts["pci_gpus"] == ["0000:17:00.0", "0000:3d:00.0"]
+    assert facts["gpu_count"] == 0 and facts["kernel_module"] is None  # no driver: nvidia-smi lists nothing
+
+
+def test_versioned_cuda_toolkits():
+    host = FakeHost(executables=("/usr/local/cuda-13.0/bin/nvcc", "/usr/local/cuda-12.8/bin/nvcc"))
+    runner = FakeRunner([
+        ("cuda-13.0/bin/nvcc --version", (0, H200_NVCC, "")),
+        ("cuda-12.8/bin/nvcc --version", (0, "Cuda compilation tools, release 12.8, V12.8.93", "")),
+    ])
+    facts = smi.gather_facts(runner, host)
+    assert facts["cuda_toolkits"] == {
+        "13.0": {"home": "/usr/local/cuda-13.0", "nvcc": "/usr/local/cuda-13.0/bin/nvcc", "build": "13.0.88"},
+        "12.8": {"home": "/usr/local/cuda-12.8", "nvcc": "/usr/local/cuda-12.8/bin/nvcc", "build": "12.8.93"},
+    }
+
+
+@pytest.mark.parametrize("version, minimum, ok", [
+    ("580.65.06", "580.65.06", True), ("580.159.04", "580.65.06", True), ("580.65", "580.65.06", False),
+    ("590.44", "580.65.06", True), (None, "580.65.06", False),
+])
+def test_version_at_least(version, minimum, ok):
+    assert smi.version_at_least(version, minimum) is ok
