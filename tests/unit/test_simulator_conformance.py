@@ -115,9 +115,9 @@ def renderable_options():
     role = ROOT / "roles" / "sglang_service"
     (compute,) = [task for task in yaml.safe_load((role / "tasks" / "options.yml").read_text())
                   if task.get("name") == "Compute SGLang's options"]
-    keys = set(compute["vars"]["sglang_service_base_options"]) | set(compute["vars"]["sglang_service_derived_options"])
+    keys = set(compute["vars"]["__sglang_service_base_options"]) | set(compute["vars"]["__sglang_service_derived_options"])
     for profile in (role / "vars" / "profiles").glob("*.yml"):
-        keys |= set(yaml.safe_load(profile.read_text())["sglang_service_profile_options"] or {})
+        keys |= set(yaml.safe_load(profile.read_text())["__sglang_service_profile_options"] or {})
     return {"--" + key for key in keys | {"api-key"}}
 
 
