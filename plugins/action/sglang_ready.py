@@ -17,6 +17,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import SECRET_MASK
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROGRESS_RECORD_FIELDS
 
 display = Display()
 
@@ -34,17 +35,11 @@ def mask_secrets(text, secrets):
 
 
 def progress_record(host, unit, result, secrets, hide_log):
-    """The structured progress record of one unfinished slice."""
+    """The structured progress record of one unfinished slice (PROGRESS_RECORD_FIELDS)."""
     log = '' if hide_log else mask_secrets(str(result.get('last_log_line') or ''), secrets)
-    return {
-        'host': host,
-        'unit': unit,
-        'elapsed': result.get('elapsed'),
-        'phase': result.get('phase'),
-        'last_log_line': log,
-        'restarts': result.get('restarts', 0),
-        'time': time.time(),
-    }
+    values = dict(host=host, unit=unit, elapsed=result.get('elapsed'), phase=result.get('phase'), last_log_line=log,
+                  restarts=result.get('restarts', 0), time=time.time())
+    return {name: values[name] for name in PROGRESS_RECORD_FIELDS}
 
 
 def progress_line(record):

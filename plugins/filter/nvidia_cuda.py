@@ -242,12 +242,10 @@ class FilterModule:
     def filters(self):
         return {
             "nvidia_cuda_repo_distro": repo_distro,
-            "nvidia_cuda_repo_family": repo_family,
             "nvidia_cuda_repo_arch": repo_arch,
             "nvidia_cuda_repo_url": repo_url,
             "nvidia_cuda_keyring_url": keyring_url,
             "nvidia_cuda_repo_file_url": repo_file_url,
-            "nvidia_cuda_toolkit_package": toolkit_package,
             "nvidia_cuda_toolkit_home": toolkit_home,
             "nvidia_cuda_packages": packages,
             "nvidia_cuda_driver_version_satisfies": driver_version_satisfies,

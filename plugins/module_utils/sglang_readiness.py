@@ -78,6 +78,10 @@ PROBE_HEALTH_GENERATE = 'health_generate'  # GET /health_generate: >= 1 s per ca
 WARMUP_PATHS = {PROBE_READY: '/ready', PROBE_HEALTH_GENERATE: '/health_generate'}
 HEALTH_GENERATE_MIN_PERIOD = 1.0         # seconds between two /health_generate calls
 
+# A progress record (one JSON line the action plugin appends to $K26DEPLOY_PROGRESS_FILE during a long wait;
+# k26deploy's live view and results read it).
+PROGRESS_RECORD_FIELDS = ('host', 'unit', 'elapsed', 'phase', 'last_log_line', 'restarts', 'time')
+
 # Journal excerpt bounds.
 MAX_ERROR_LINES = 60
 MAX_LINE_CHARS = 1000

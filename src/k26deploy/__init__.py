@@ -26,15 +26,12 @@ Common keyword arguments (see :class:`k26deploy.runner.PlaybookRun`):
 ``envvars``           extra environment for ansible-playbook (e.g. ``ANSIBLE_*``)
 ``playbook``          run another playbook with the command's semantics (advanced)
 
-Exit codes of :attr:`RunResult.exit_code` (and of the CLI): 0 ready/ok, 1 failed, 2 bad input,
-3 timed out, 4 unreachable, 130 cancelled.
+:attr:`RunResult.exit_code` (the CLI's exit status too) is one of :data:`k26deploy.results.EXIT_CODES`.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping
 
 from .results import (
     EXIT_BAD_INPUT,
@@ -48,7 +45,7 @@ from .results import (
     RunResult,
     build_run_result,
 )
-from .runner import PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun, find_project_dir, run_playbook
+from .runner import PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun, find_project_dir
 
 __all__ = [
     "deploy",
@@ -77,46 +74,16 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def run(
-    command: str,
-    inventory: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
-    extra_vars: Mapping[str, Any] | None = None,
-    *,
-    limit: str | None = None,
-    check: bool = False,
-    diff: bool = False,
-    project_dir: str | os.PathLike[str] | None = None,
-    private_data_dir: str | os.PathLike[str] | None = None,
-    event_callback: Callable[[dict[str, Any]], Any] | None = None,
-    progress_callback: Callable[[dict[str, Any]], Any] | None = None,
-    cancel_event: threading.Event | None = None,
-    envvars: Mapping[str, str] | None = None,
-    verbosity: int = 0,
-    playbook: str | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run ``command`` (deploy, preflight, status, rollback, logs) or a playbook path.
+def run(command: str, inventory: Any = None, extra_vars: Mapping[str, Any] | None = None, *,
+        playbook: str | None = None, **options: Any) -> RunResult:
+    """Run ``command`` (deploy, preflight, status, rollback, logs) or, with ``playbook``, another playbook with its
+    semantics; ``options`` are :class:`PlaybookRun`'s keyword arguments.
 
     Raises ``BadInputError`` when the playbook or inventory is missing (before anything runs)
     and ``K26DeployError`` when ansible-runner cannot start; everything that happens once
     ansible-playbook runs is reported in the returned ``RunResult``.
     """
-    return run_playbook(
-        playbook or command,
-        inventory=inventory,
-        extra_vars=extra_vars,
-        limit=limit,
-        check=check,
-        diff=diff,
-        project_dir=project_dir,
-        private_data_dir=private_data_dir,
-        event_callback=event_callback,
-        progress_callback=progress_callback,
-        cancel_event=cancel_event,
-        envvars=envvars,
-        verbosity=verbosity,
-        **options,
-    )
+    return PlaybookRun(playbook or command, inventory=inventory, extra_vars=extra_vars, **options).execute()
 
 
 def deploy(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:

@@ -1,7 +1,8 @@
 """Live progress: tail the readiness progress file and render a compact view.
 
 The ``sglang_ready`` action plugin appends one JSON object per line to the file named by the
-controller environment variable ``K26DEPLOY_PROGRESS_FILE`` while it waits (about every 30 s)::
+controller environment variable ``K26DEPLOY_PROGRESS_FILE`` while it waits (about every 30 s); its fields are
+``PROGRESS_RECORD_FIELDS`` of the collection's module_utils/sglang_readiness.py::
 
     {"host": "gpu-01", "unit": "sglang", "elapsed": 312.4, "phase": "loading",
      "last_log_line": "Loading safetensors checkpoint shards:  45% ...", "restarts": 0,

@@ -95,6 +95,10 @@ SUMMARY_FIELDS = (
     "findings",
 )
 
+#: fields of a readiness progress record (the sglang_ready action plugin's, see its PROGRESS_RECORD_FIELDS) that a
+#: host result takes over
+HOST_PROGRESS_FIELDS = ("phase", "elapsed", "last_log_line", "restarts")
+
 #: finding severities, most severe first (the order findings are shown in)
 FINDING_SEVERITIES = ("error", "warning", "info")
 
@@ -452,97 +456,16 @@ class ResultBuilder:
         return list(self._hosts)
 
     def host_result(self, host: str, artifact_data: Mapping[str, Any] | None = None) -> HostResult:
+        """One host's result. Each step may overwrite what the steps before it set: their order is the
+        precedence, from the weakest source (counted events) to the strongest (the playbook's own summary)."""
         track = self._hosts.get(host) or _HostTrack(host)
-        stats = _stats_from_event(self.stats_event).get(host)
-        summary = None
-        if artifact_data:
-            summary = (artifact_data.get("k26_hosts") or {}).get(host)
         result = HostResult(host=host)
-
-        # counts: the stats event is authoritative (it knows about rescued failures)
-        if stats is not None:
-            result.changed = stats.changed
-            result.failed = stats.failed > 0
-            result.unreachable = stats.unreachable > 0
-        else:
-            result.changed = track.changed_events
-            result.failed = bool(track.failures)
-            result.unreachable = track.unreachable is not None
-
-        # the last failure is the one that stopped the host (earlier ones may have been rescued)
-        last_failure = track.failures[-1] if (track.failures and result.failed) else None
-        if last_failure:
-            result.failed_task = last_failure["task"]
-            result.failed_action = last_failure["action"]
-            result.msg = _text(last_failure["res"].get("msg"))
-            result.bad_input = bool(last_failure["bad_input"])
-        if result.unreachable and track.unreachable:
-            result.failed_task = result.failed_task or track.unreachable["task"]
-            result.msg = result.msg or _text(track.unreachable["res"].get("msg"))
-
-        # readiness: the first failed check explains a failure (a rollback may have passed later);
-        # otherwise the last check is the current truth
-        if track.readiness:
-            failed_checks = [r for r in track.readiness if r.get("_failed_event") or r.get("ready") is False]
-            last = track.readiness[-1]
-            primary = failed_checks[0] if (result.failed and failed_checks) else last
-            result.ready = bool(last.get("ready")) if "ready" in last else None
-            if result.failed and last.get("ready"):
-                # the service came back (e.g. after a rollback) but the play still failed
-                result.ready = True
-            result.reason = primary.get("reason")
-            result.journal_excerpt = _text(primary.get("journal_excerpt")) or None
-            result.unit_state = primary.get("unit_state")
-            result.restarts = primary.get("restarts")
-            result.timeline = last.get("timeline")
-            result.model_ids = last.get("model_ids")
-            result.phase = last.get("phase")
-            result.elapsed = last.get("elapsed")
-            result.last_log_line = primary.get("last_log_line") or last.get("last_log_line")
-            if primary.get("msg") and not result.msg:
-                result.msg = _text(primary.get("msg"))
-            if last.get("ready"):
-                result.time_to_ready = last.get("elapsed")
-                ids = last.get("model_ids") or []
-                result.model_id = ids[0] if ids else None
-            if last.get("url"):
-                result.endpoint = last.get("url")
-            result.readiness = _clean_res({k: v for k, v in last.items() if k != "_failed_event"})
-
-        # live progress: newest truth while a readiness wait is running, else only fills gaps
-        if track.progress and track.running_task and is_readiness_action(track.running_action):
-            prog = track.progress
-            result.phase = prog.get("phase") or result.phase
-            result.elapsed = prog.get("elapsed", result.elapsed)
-            result.last_log_line = prog.get("last_log_line") or result.last_log_line
-            result.restarts = prog.get("restarts", result.restarts)
-        elif track.progress:
-            prog = track.progress
-            result.phase = result.phase or prog.get("phase")
-            if result.elapsed is None:
-                result.elapsed = prog.get("elapsed")
-            result.last_log_line = result.last_log_line or prog.get("last_log_line")
-            if result.restarts is None:
-                result.restarts = prog.get("restarts")
-
-        # the playbook's own summary (set_stats) wins for every field it carries
-        if isinstance(summary, Mapping):
-            result.summary = dict(summary)
-            if "time_to_ready" not in summary:
-                # e.g. status.yml observes once: its check's elapsed is no time to ready
-                result.time_to_ready = None
-            for name in SUMMARY_FIELDS:
-                if name in summary and summary[name] is not None:
-                    setattr(result, name, _coerce(name, summary[name]))
-
-        if result.reason is None:
-            if result.unreachable:
-                result.reason = "unreachable"
-            elif result.bad_input:
-                result.reason = "bad_input"
-            elif result.failed:
-                result.reason = "failed"
-
+        _take_counts(result, track, _stats_from_event(self.stats_event).get(host))
+        _take_failure(result, track)
+        _take_readiness(result, track)
+        _take_progress(result, track)
+        _take_summary(result, (artifact_data or {}).get("k26_hosts", {}).get(host) if artifact_data else None)
+        _take_fallback_reason(result)
         result.last_task = track.running_task or track.last_task
         result.last_status = "running" if track.running_task else track.last_status
         return result
@@ -593,6 +516,98 @@ class ResultBuilder:
             duration=duration,
             command=command,
         )
+
+
+# -- the steps of ResultBuilder.host_result, in order of precedence ---------------------------------
+def _take_counts(result: HostResult, track: _HostTrack, stats: HostStats | None) -> None:
+    """Changed/failed/unreachable: the stats event is authoritative (it knows about rescued failures)."""
+    if stats is not None:
+        result.changed = stats.changed
+        result.failed = stats.failed > 0
+        result.unreachable = stats.unreachable > 0
+    else:
+        result.changed = track.changed_events
+        result.failed = bool(track.failures)
+        result.unreachable = track.unreachable is not None
+
+
+def _take_failure(result: HostResult, track: _HostTrack) -> None:
+    """The last failure is the one that stopped the host (earlier ones may have been rescued)."""
+    last_failure = track.failures[-1] if (track.failures and result.failed) else None
+    if last_failure:
+        result.failed_task = last_failure["task"]
+        result.failed_action = last_failure["action"]
+        result.msg = _text(last_failure["res"].get("msg"))
+        result.bad_input = bool(last_failure["bad_input"])
+    if result.unreachable and track.unreachable:
+        result.failed_task = result.failed_task or track.unreachable["task"]
+        result.msg = result.msg or _text(track.unreachable["res"].get("msg"))
+
+
+def _take_readiness(result: HostResult, track: _HostTrack) -> None:
+    """The first failed readiness check explains a failure (a rollback may have passed later);
+    otherwise the last check is the current truth."""
+    if not track.readiness:
+        return
+    failed_checks = [r for r in track.readiness if r.get("_failed_event") or r.get("ready") is False]
+    last = track.readiness[-1]
+    primary = failed_checks[0] if (result.failed and failed_checks) else last
+    result.ready = bool(last.get("ready")) if "ready" in last else None
+    if result.failed and last.get("ready"):
+        result.ready = True  # the service came back (e.g. after a rollback) but the play still failed
+    result.reason = primary.get("reason")
+    result.journal_excerpt = _text(primary.get("journal_excerpt")) or None
+    result.unit_state = primary.get("unit_state")
+    result.restarts = primary.get("restarts")
+    result.timeline = last.get("timeline")
+    result.model_ids = last.get("model_ids")
+    result.phase = last.get("phase")
+    result.elapsed = last.get("elapsed")
+    result.last_log_line = primary.get("last_log_line") or last.get("last_log_line")
+    if primary.get("msg") and not result.msg:
+        result.msg = _text(primary.get("msg"))
+    if last.get("ready"):
+        result.time_to_ready = last.get("elapsed")
+        ids = last.get("model_ids") or []
+        result.model_id = ids[0] if ids else None
+    if last.get("url"):
+        result.endpoint = last.get("url")
+    result.readiness = _clean_res({k: v for k, v in last.items() if k != "_failed_event"})
+
+
+def _take_progress(result: HostResult, track: _HostTrack) -> None:
+    """Live progress: the newest truth while a readiness wait runs; otherwise it only fills gaps."""
+    if not track.progress:
+        return
+    waiting = bool(track.running_task) and is_readiness_action(track.running_action)
+    for name in HOST_PROGRESS_FIELDS:
+        value = track.progress.get(name)
+        if waiting and value not in (None, ""):
+            setattr(result, name, value)
+        elif getattr(result, name) in (None, ""):
+            setattr(result, name, value)
+
+
+def _take_summary(result: HostResult, summary: Any) -> None:
+    """The playbook's own summary (set_stats k26_hosts) wins for every field it carries."""
+    if not isinstance(summary, Mapping):
+        return
+    result.summary = dict(summary)
+    if "time_to_ready" not in summary:
+        result.time_to_ready = None  # e.g. status.yml observes once: its check's elapsed is no time to ready
+    for name in SUMMARY_FIELDS:
+        if name in summary and summary[name] is not None:
+            setattr(result, name, _coerce(name, summary[name]))
+
+
+def _take_fallback_reason(result: HostResult) -> None:
+    if result.reason is None:
+        if result.unreachable:
+            result.reason = "unreachable"
+        elif result.bad_input:
+            result.reason = "bad_input"
+        elif result.failed:
+            result.reason = "failed"
 
 
 def _stats_from_event(data: Mapping[str, Any] | None) -> dict[str, HostStats]:

@@ -346,11 +346,26 @@ class PlaybookRun:
         """Run the playbook; returns when it finished, failed or was cancelled."""
         if self.result is not None:
             raise K26DeployError("a PlaybookRun executes once")
-        import ansible_runner  # imported late: the CLI's --help must not pay for it
-
         started = time.monotonic()
         pdd, artifacts_dir = self._prepare_dirs()
         progress_file = os.path.join(artifacts_dir, PROGRESS_FILE_NAME)
+        envvars = self._environment(progress_file)
+        extra_vars_file = self._write_extra_vars(pdd)
+        tail = ProgressTail(progress_file, self._on_progress)
+        tail.start()
+        try:
+            self.runner = self._init_runner(pdd, envvars, extra_vars_file)
+            self._run_until_done()
+        finally:
+            if self.cancel_event.is_set():
+                self._sweep()
+            tail.stop()
+            if extra_vars_file and not self.keep_extra_vars_file:
+                _remove(extra_vars_file)
+        return self._build_result(started)
+
+    def _environment(self, progress_file: str) -> dict[str, str]:
+        """ansible-playbook's environment: the project's ansible.cfg, no colours, the progress file, the run id."""
         envvars = {
             "ANSIBLE_HOST_KEY_CHECKING": _host_key_checking(self.project_dir),
             "ANSIBLE_NOCOLOR": "1",
@@ -365,88 +380,78 @@ class PlaybookRun:
             raise K26DeployError("ansible-playbook not found on PATH (install ansible-core in this environment)")
         envvars[PROGRESS_FILE_ENV] = progress_file
         envvars[RUN_ID_ENV] = self.ident
-        extra_vars_file = self._write_extra_vars(pdd)
+        return envvars
+
+    def _init_runner(self, pdd: str, envvars: Mapping[str, str], extra_vars_file: str | None) -> Any:
+        import ansible_runner  # imported late: the CLI's --help must not pay for it
+
         cmdline = self.cmdline()
-
-        tail = ProgressTail(progress_file, self._on_progress)
-        tail.start()
-        worker_error: list[BaseException] = []
         try:
+            runner = ansible_runner.interface.init_runner(
+                private_data_dir=pdd,
+                project_dir=str(self.project_dir),
+                playbook=self.playbook,
+                ident=self.ident,
+                quiet=True,
+                envvars=dict(envvars),
+                extravars=extra_vars_file,
+                limit=self.limit,
+                tags=self.tags,
+                skip_tags=self.skip_tags,
+                verbosity=self.verbosity or None,
+                cmdline=shlex.join(cmdline) if cmdline else None,
+                suppress_env_files=True,
+                event_handler=self._event_handler,
+                status_handler=self._status_handler,
+                cancel_callback=self._cancel_callback,
+                finished_callback=self._finished_callback,
+            )
+        except Exception as exc:  # ConfigurationError and friends
+            raise K26DeployError(f"ansible-runner could not prepare the run: {exc}") from exc
+        # How often ansible-runner wakes up to ask cancel_callback (default 5 s). Set on the prepared config: a
+        # ``settings`` dict passed to ansible-runner 2.4 is discarded when the private data dir has no env/settings.
+        runner.config.pexpect_timeout = self.cancel_poll_seconds
+        return runner
+
+    def _run_until_done(self) -> None:
+        """ansible-runner in a thread; a first Ctrl-C here cancels the run cleanly, a second one propagates."""
+        done = threading.Event()
+        worker_error: list[BaseException] = []
+
+        def work() -> None:
             try:
-                self.runner = ansible_runner.interface.init_runner(
-                    private_data_dir=pdd,
-                    project_dir=str(self.project_dir),
-                    playbook=self.playbook,
-                    ident=self.ident,
-                    quiet=True,
-                    envvars=envvars,
-                    extravars=extra_vars_file,
-                    limit=self.limit,
-                    tags=self.tags,
-                    skip_tags=self.skip_tags,
-                    verbosity=self.verbosity or None,
-                    cmdline=shlex.join(cmdline) if cmdline else None,
-                    suppress_env_files=True,
-                    event_handler=self._event_handler,
-                    status_handler=self._status_handler,
-                    cancel_callback=self._cancel_callback,
-                    finished_callback=self._finished_callback,
-                )
-            except Exception as exc:  # ConfigurationError and friends
-                raise K26DeployError(f"ansible-runner could not prepare the run: {exc}") from exc
-            # How often ansible-runner wakes up to ask cancel_callback (default 5 s). Set on the
-            # prepared config: a ``settings`` dict passed to ansible-runner 2.4 is discarded
-            # when the private data dir has no env/settings file.
-            self.runner.config.pexpect_timeout = self.cancel_poll_seconds
+                self.runner.run()
+            except BaseException as exc:  # noqa: BLE001 - reported by the waiting thread
+                worker_error.append(exc)
+            finally:
+                done.set()
 
-            done = threading.Event()
-
-            def work() -> None:
-                try:
-                    self.runner.run()
-                except BaseException as exc:  # noqa: BLE001 - reported by the waiting thread
-                    worker_error.append(exc)
-                finally:
-                    done.set()
-
-            thread = threading.Thread(target=work, name="k26deploy-runner", daemon=True)
-            thread.start()
-            interrupted = False
-            # Poll with time.sleep, not thread.join(): a KeyboardInterrupt inside join() can
-            # leave CPython's thread state saying "not alive" while the thread still runs.
-            while not done.is_set():
-                try:
-                    time.sleep(0.1)
-                except KeyboardInterrupt:
-                    # First Ctrl-C: cancel cleanly and wait for ansible-runner to stop the
-                    # process group. A second Ctrl-C propagates from here.
-                    if interrupted or self.cancel_event.is_set():
-                        raise
-                    interrupted = True
-                    self.cancel_event.set()
-        finally:
-            if self.cancel_event.is_set():
-                self._sweep()
-            tail.stop()
-            if extra_vars_file and not self.keep_extra_vars_file:
-                try:
-                    os.unlink(extra_vars_file)
-                except OSError:
-                    pass
+        threading.Thread(target=work, name="k26deploy-runner", daemon=True).start()
+        interrupted = False
+        # Poll with time.sleep, not thread.join(): a KeyboardInterrupt inside join() can leave CPython's thread
+        # state saying "not alive" while the thread still runs.
+        while not done.is_set():
+            try:
+                time.sleep(0.1)
+            except KeyboardInterrupt:
+                if interrupted or self.cancel_event.is_set():
+                    raise
+                interrupted = True
+                self.cancel_event.set()
         if worker_error:
             raise K26DeployError(f"ansible-runner failed: {worker_error[0]!r}") from worker_error[0]
 
+    def _build_result(self, started: float) -> RunResult:
         runner = self.runner
         self.status = runner.status
         self.rc = runner.rc
-        cancelled = bool(runner.canceled) or runner.status == "canceled"
         with self._lock:
             self.result = self.builder.build(
                 playbook=self.playbook,
                 status=runner.status,
                 rc=runner.rc,
                 artifacts_dir=runner.config.artifact_dir,
-                cancelled=cancelled,
+                cancelled=bool(runner.canceled) or runner.status == "canceled",
                 check=self.check,
                 duration=round(time.monotonic() - started, 3),
                 command=self.command,
@@ -454,9 +459,8 @@ class PlaybookRun:
         return self.result
 
 
-def run_playbook(playbook: str, **options: Any) -> RunResult:
-    """Run a project playbook (a command name such as ``deploy`` or a path) and return its result.
-
-    ``options`` are ``PlaybookRun``'s keyword arguments.
-    """
-    return PlaybookRun(playbook, **options).execute()
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -537,3 +537,10 @@ def test_strict_is_an_option_of_deploy_and_preflight_only():
     assert args.strict is True
     with pytest.raises(SystemExit):
         build_parser().parse_args(["status", "--strict"])
+
+
+def test_host_results_read_only_fields_that_progress_records_carry():
+    from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROGRESS_RECORD_FIELDS
+    from k26deploy.results import HOST_PROGRESS_FIELDS
+
+    assert set(HOST_PROGRESS_FIELDS) <= set(PROGRESS_RECORD_FIELDS)
