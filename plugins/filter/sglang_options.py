@@ -29,6 +29,8 @@ RESERVED_OPTIONS.update({
     "port": "sglang_service_port",
     "tp-size": "sglang_service_tp_size",
     "pp-size": "sglang_service_pp_size",
+    "ssl-certfile": "sglang_service_tls_cert",
+    "ssl-keyfile": "sglang_service_tls_key",
 })
 
 
@@ -69,6 +71,13 @@ def attention_backend_for(compute_capability, mla=True):
     if compute_capability and options_knowledge.compute_capability_major(compute_capability) is None:
         raise AnsibleFilterError("compute capability %r is not like '12.0'" % (compute_capability,))
     return default_attention_backend(compute_capability, mla)
+
+
+def without_secrets(options):
+    """The options without the secret ones: what may be passed to a module (Ansible logs a module's arguments to the
+    target's journal) or shown."""
+    return {key: value for key, value in (options or {}).items()
+            if options_knowledge.option_key(key) not in SECRET_OPTION_KEYS}
 
 
 def redact_log_lines(lines, secrets=()):
@@ -139,4 +148,5 @@ class FilterModule:
             "sglang_option_problems": option_problems,
             "sglang_client_host": client_host,
             "sglang_redact_log_lines": redact_log_lines,
+            "sglang_without_secrets": without_secrets,
         }

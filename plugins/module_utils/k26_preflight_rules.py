@@ -27,7 +27,11 @@ import re
 from collections import namedtuple
 
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import MLA_DEFAULT_BACKEND, option_keys
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
+    MLA_DEFAULT_BACKEND,
+    is_loopback_host,
+    option_keys,
+)
 
 ERROR = "error"
 WARNING = "warning"
@@ -499,6 +503,16 @@ def check_speculative_pp(ctx):
                  {"speculative-algorithm": algorithm, "pp-size": pp})
 
 
+def check_public_without_tls(ctx):
+    host = opt(ctx, "host", "127.0.0.1")
+    if is_loopback_host(host) or opt(ctx, "ssl-certfile"):
+        return None
+    return found("host %s is reachable from other machines over plain HTTP: the API key, every prompt and every "
+                 "answer cross the network in clear." % host,
+                 "serve HTTPS (sglang_service_tls_cert and sglang_service_tls_key), or bind to 127.0.0.1 behind a "
+                 "TLS proxy", dict(option_evidence(ctx, "ssl-certfile"), host=host))
+
+
 def check_python(ctx):
     python = ctx.get("python")
     if not python:
@@ -540,6 +554,8 @@ RULES = (
     Rule("K26-DEPRECATED-OPTION", ERROR, "deprecated option refused in the config file", check_deprecated_options),
     Rule("K26-SPEC-PP", WARNING, "speculative decoding with pipeline parallelism", check_speculative_pp),
     Rule("K26-PYTHON-VERSION", ERROR, "interpreter too old for SGLang", check_python),
+    Rule("K26-PUBLIC-WITHOUT-TLS", WARNING, "endpoint reachable from other machines without TLS",
+         check_public_without_tls),
 )
 RULE_IDS = tuple(rule.id for rule in RULES)
 

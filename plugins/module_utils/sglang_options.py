@@ -35,18 +35,31 @@ SECRET_OPTION_KEYS = ("api-key", "admin-api-key", "ssl-keyfile-password")
 #: what a secret value is replaced by, wherever the collection shows text that held one
 SECRET_MASK = "********"
 
-_SECRET_ALTERNATION = "|".join(re.escape(key) for key in SECRET_OPTION_KEYS)
-# SGLang's server_args line (`api_key='...'`, Python repr) and a flag on a command line (`--api-key VALUE`).
-SECRET_IN_LOG_RE = re.compile(
-    r"""(\b(?:%s)=)(?!None\b)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^,\s)]+)|(--(?:%s)[= ])(\S+)"""
-    % (_SECRET_ALTERNATION.replace("\\-", "_"), _SECRET_ALTERNATION))
+_QUOTED = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
+_UNDERSCORED = "|".join(re.escape(key.replace("-", "_")) for key in SECRET_OPTION_KEYS)
+_DASHED = "|".join(re.escape(key) for key in SECRET_OPTION_KEYS)
+# Where a secret's value appears in a log line: SGLang 0.5.23's `server_args={'api_key': '...'}` (a dict's repr;
+# JSON alike), a dataclass repr `api_key='...'`, and a flag on a command line `--api-key VALUE`.
+SECRET_IN_LOG_PATTERNS = (
+    re.compile(r"""(['"](?:%s)['"]\s*:\s*)(%s)""" % (_UNDERSCORED, _QUOTED)),
+    re.compile(r"""(\b(?:%s)=)(?!None\b)(%s|[^,\s)]+)""" % (_UNDERSCORED, _QUOTED)),
+    re.compile(r"(--(?:%s)[= ])(\S+)" % _DASHED),
+)
 _SECRET_YAML_LINE_RE = re.compile(r"^\s*[\"']?-{0,2}(%s)[\"']?\s*:\s*(.*?)\s*$"
                                   % "|".join(key.replace("-", "[-_]") for key in SECRET_OPTION_KEYS), re.IGNORECASE)
 
 
+def _masked(match):
+    value = match.group(2)
+    quote = value[0] if value[:1] in ("'", '"') else "'"
+    return match.group(1) + quote + SECRET_MASK + quote
+
+
 def redact_log_line(text):
-    """A log line with the values of secret options replaced by the mask."""
-    return SECRET_IN_LOG_RE.sub(lambda m: (m.group(1) or m.group(3)) + "'%s'" % SECRET_MASK, text)
+    """A log line with the values of secret options replaced by the mask (None stays None)."""
+    for pattern in SECRET_IN_LOG_PATTERNS:
+        text = pattern.sub(_masked, text)
+    return text
 
 
 def secret_values(options, extra_args=None):

@@ -171,6 +171,10 @@ CASES = [
     ("K26-SPEC-PP", "DFLASH without PP", ctx({"speculative-algorithm": "DFLASH", "pp-size": 1, "tp-size": 8}),
      None, None),
     ("K26-PYTHON-VERSION", "Debian 12's 3.11", ctx(python=dict(PY, version="3.11.2")), None, None),
+    ("K26-PUBLIC-WITHOUT-TLS", "loopback", ctx({"host": "127.0.0.1"}), None, None),
+    ("K26-PUBLIC-WITHOUT-TLS", "public with TLS", ctx({"host": "0.0.0.0", "ssl-certfile": "/etc/sglang/tls/server.crt"}),
+     None, None),
+    ("K26-PUBLIC-WITHOUT-TLS", "public over HTTP", ctx({"host": "0.0.0.0"}), "warning", "in clear"),
     ("K26-PYTHON-VERSION", "Ubuntu 22.04's 3.10", ctx(python=dict(PY, version="3.10.12")), "error",
      "python3 is Python 3.10.12 but SGLang needs >=3.11"),
 ]

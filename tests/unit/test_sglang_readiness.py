@@ -625,8 +625,10 @@ def test_msg_is_one_bounded_line():
 @pytest.mark.parametrize("line, expected", [
     ("server_args=ServerArgs(model_path='m', api_key='s3cr3t', admin_api_key=None, port=30000)",
      "server_args=ServerArgs(model_path='m', api_key='********', admin_api_key=None, port=30000)"),
+    ("server_args={'model_path': 'm', 'api_key': 's3cr3t', 'admin_api_key': None, 'port': 30000}",
+     "server_args={'model_path': 'm', 'api_key': '********', 'admin_api_key': None, 'port': 30000}"),
     ('launch --api-key s3cr3t --port 30000', "launch --api-key '********' --port 30000"),
-    ('ssl_keyfile_password="p a,ss" next', "ssl_keyfile_password='********' next"),
+    ('ssl_keyfile_password="p a,ss" next', 'ssl_keyfile_password="********" next'),
     ('no secret here: api_keys are set in the config', 'no secret here: api_keys are set in the config'),
 ])
 def test_secret_values_never_leave_the_journal_filter(line, expected):

@@ -200,6 +200,8 @@ RELIED_ON = [
      r'f"Capture \{capture_name\} \{graph_backend\[model_runner\.device\]\} end\. "\s*f"bs='),
     ("max_total_num_tokens=", r'f"max_total_num_tokens=\{self\.max_total_num_tokens\}, "'),
     ("The server is fired up and ready to roll!", r'"The server is fired up and ready to roll!"'),
+    # the start-up line that carries the API key: a dict (resolved_dict), which the launcher and readers must mask
+    ("server_args={'model_path': ", r'logger\.info\(f"server_args=\{_server_args_for_logging\(server_args\)\}"\)'),
 ]
 
 

@@ -20,7 +20,8 @@ def test_unit_starts_sglang_with_the_config_file_only(host):
     unit = host.file(UNIT)
     assert unit.user == "root" and unit.mode == 0o644
     exec_start = [line for line in unit.content_string.splitlines() if line.startswith("ExecStart=")]
-    assert exec_start == ["ExecStart=/usr/bin/python3 /opt/sglang/simulator/sglang_simulator.py --config %s" % CONFIG]
+    assert exec_start == ["ExecStart=/usr/bin/python3 /opt/sglang/launcher/sglang_launcher.py "
+                          "/opt/sglang/simulator/sglang_simulator.py --config %s" % CONFIG]
     assert KEY not in unit.content_string
 
 

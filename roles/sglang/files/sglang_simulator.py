@@ -55,6 +55,7 @@ import math
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -287,6 +288,10 @@ def add_server_options(parser):
     add("--host", default="127.0.0.1")
     add("--port", type=int, default=30000)
     add("--api-key")
+    add("--ssl-keyfile")
+    add("--ssl-certfile")
+    add("--ssl-ca-certs")
+    add("--ssl-keyfile-password")
     add("--tensor-parallel-size", "--tp-size", dest="tp_size", type=int, default=1)
     add("--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1)
     add("--pp-async-batch-depth", type=int, default=0)
@@ -410,14 +415,15 @@ def parse_args(argv, environ):
 
 
 def server_args_dict(args):
-    """The server args, API key removed (for /server_info)."""
-    return {key: value for key, value in vars(args).items() if key != "api_key"}
+    """The server args as SGLang 0.5.23's resolved_dict(): /server_info returns them to any caller with the API key,
+    the key itself included (srt/utils/common.py build_server_info)."""
+    return dict(vars(args))
 
 
 def format_server_args(args):
-    """``ServerArgs(...)`` as SGLang 0.5.23 logs it at start: the API key in clear text, like the real server
-    (srt/entrypoints/engine.py), so that what reads the journal is tested against the real exposure."""
-    return "ServerArgs(" + ", ".join(f"{key}={value!r}" for key, value in vars(args).items()) + ")"
+    """The server args as SGLang 0.5.23 logs them at start (srt/entrypoints/engine.py: ``server_args={dict}``): the
+    API key in clear text, like the real server, so that what reads the journal is tested against the real exposure."""
+    return repr(server_args_dict(args))
 
 
 # --------------------------------------------------------------------------- start-up plan
@@ -986,6 +992,13 @@ class Handler(BaseHTTPRequestHandler):
     """HTTP/1.1 transport with keep-alive; the logic lives in Api."""
 
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        # HTTPS: the TLS handshake runs here, in the request's thread, not in the accepting loop.
+        if hasattr(self.request, "do_handshake"):
+            self.request.do_handshake()
+        super().setup()
+
     server_version = "uvicorn"
     sys_version = ""
 
@@ -1060,6 +1073,12 @@ class SimHTTPServer(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, Handler)
+
+    def handle_error(self, request, client_address):
+        """A client that does not speak TLS to an HTTPS port, or that hung up, is no server error."""
+        if isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError)):
+            return
+        super().handle_error(request, client_address)
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -1268,6 +1287,10 @@ class Simulator:
         except OSError as exc:
             raise Fatal(f"[{timestamp()}] ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
                         f"({host!r}, {port}): {(exc.strerror or str(exc)).lower()}") from exc
+        try:
+            self.serve_tls()
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a bad certificate or key
+            raise Fatal(f"[{timestamp()}] ERROR:    {type(exc).__name__}: {exc}") from exc
         self.server_thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
                                               name="http-server", daemon=True)
         self.server_thread.start()
@@ -1275,7 +1298,18 @@ class Simulator:
         self.log.uvicorn(f"Started server process [{os.getpid()}]")
         self.log.uvicorn("Waiting for application startup.")
         self.log.uvicorn("Application startup complete.")
-        self.log.uvicorn(f"Uvicorn running on http://{shown_host}:{port} (Press CTRL+C to quit)")
+        scheme = "https" if self.args.ssl_certfile else "http"
+        self.log.uvicorn(f"Uvicorn running on {scheme}://{shown_host}:{port} (Press CTRL+C to quit)")
+
+    def serve_tls(self):
+        """--ssl-certfile and --ssl-keyfile: HTTPS only, as uvicorn serves SGLang."""
+        if not (self.args.ssl_certfile and self.args.ssl_keyfile):
+            return
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.args.ssl_certfile, self.args.ssl_keyfile, password=self.args.ssl_keyfile_password)
+        if self.args.ssl_ca_certs:
+            context.load_verify_locations(self.args.ssl_ca_certs)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
 
     def warm_up(self):
         time.sleep(self.settings.warmup_seconds)
@@ -1346,7 +1380,7 @@ def main(argv=None, environ=None):
             log.raw(str(fatal), "error")
             return 1
         shown = argparse.Namespace(**dict(vars(args), api_key="********" if args.api_key else None))
-        print(f"OK: the options parse ({format_server_args(shown)})")
+        print(f"OK: the options parse (server_args={format_server_args(shown)})")
         return 0
     simulator = Simulator(args, settings, log)
     try:

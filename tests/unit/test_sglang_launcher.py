@@ -1,0 +1,117 @@
+"""The launcher: SGLang (or any target) runs in the same process, with the secret options' values masked in all it
+prints, in its children too; exit status and signals are the target's own. Checked with real processes, and
+against the real SGLang 0.5.23 package."""
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_options
+from sglang_venv import SGLANG_PYTHON, requires_real_sglang
+
+LAUNCHER = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files" / "sglang_launcher.py"
+API_KEY, ADMIN_KEY, FLAG_KEY = "k26-api-8c1f2e", "k26-admin-77aa01", "k26-flag-5d5d5d"
+
+# A target that shows the secrets every way a server can: a log record with arguments, an f-string record in a
+# child process that multiprocessing spawns, print(), and an uncaught exception; then it exits with 3.
+TARGET = textwrap.dedent("""\
+    import logging, multiprocessing, sys, yaml
+
+    def child(config):
+        logging.basicConfig(level=logging.INFO)
+        logging.getLogger("child").info(f"server_args={yaml.safe_load(open(config))}")
+
+    if __name__ == "__main__":
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+        config = sys.argv[sys.argv.index("--config") + 1]
+        args = yaml.safe_load(open(config))
+        logging.getLogger("sglang").info("server_args=%s", args)
+        process = multiprocessing.get_context("spawn").Process(target=child, args=(config,))
+        process.start()
+        process.join()
+        print("argv:", sys.argv)
+        if "--crash" in sys.argv:
+            raise RuntimeError("bad key " + args["api-key"])
+        sys.exit(3)
+    """)
+
+
+def write_config(tmp_path, **extra):
+    config = tmp_path / "sglang.yaml"
+    config.write_text(yaml.safe_dump(dict({"model-path": "/nonexistent/model", "api-key": API_KEY,
+                                           "admin-api-key": ADMIN_KEY}, **extra)))
+    return config
+
+
+def launch(python, *argv, cwd=None):
+    return subprocess.run([str(python), str(LAUNCHER), *argv], check=False, capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_secret_option_names_are_the_collections():
+    sys.path.insert(0, str(LAUNCHER.parent))
+    import sglang_launcher
+
+    assert sglang_launcher.SECRET_OPTION_KEYS == sglang_options.SECRET_OPTION_KEYS
+    assert sglang_launcher.SECRET_MASK == sglang_options.SECRET_MASK
+
+
+def test_every_way_out_is_masked_and_the_exit_status_kept(tmp_path):
+    target = tmp_path / "target.py"
+    target.write_text(TARGET)
+    config = write_config(tmp_path)
+    direct = subprocess.run([sys.executable, str(target), "--config", str(config), "--api-key", FLAG_KEY],
+                            check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    launched = launch(sys.executable, str(target), "--config", str(config), "--api-key", FLAG_KEY, cwd=tmp_path)
+    assert API_KEY in direct.stderr and FLAG_KEY in direct.stdout  # what the launcher is for
+    assert launched.returncode == direct.returncode == 3
+    output = launched.stdout + launched.stderr
+    for secret in (API_KEY, ADMIN_KEY, FLAG_KEY):
+        assert secret not in output
+    assert "'api-key': '********'" in launched.stderr  # the parent's record
+    assert launched.stderr.count("'admin-api-key': '********'") == 2  # and the spawned child's
+    assert launched.stdout.replace(FLAG_KEY, "x") == launched.stdout and "'--api-key', '********'" in launched.stdout
+    assert launched.stdout.replace("********", "?") == direct.stdout.replace(FLAG_KEY, "?")  # nothing else changes
+
+
+def test_a_traceback_is_masked_and_still_exits_1(tmp_path):
+    target = tmp_path / "target.py"
+    target.write_text(TARGET)
+    launched = launch(sys.executable, str(target), "--config", str(write_config(tmp_path)), "--crash", cwd=tmp_path)
+    assert launched.returncode == 1
+    assert "RuntimeError: bad key ********" in launched.stderr and API_KEY not in launched.stderr
+
+
+def test_a_signal_ends_the_launched_process_as_it_ends_the_target(tmp_path):
+    target = tmp_path / "target.py"
+    target.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    launched = launch(sys.executable, str(target))
+    assert launched.returncode == -signal.SIGTERM
+
+
+def test_without_secrets_nothing_is_touched(tmp_path):
+    target = tmp_path / "target.py"
+    target.write_text("import sys\nprint('argv', sys.argv[1:])\nsys.exit(5)\n")
+    launched = launch(sys.executable, str(target), "--port", "30000")
+    assert launched.returncode == 5 and launched.stdout == "argv ['--port', '30000']\n"
+
+
+@pytest.mark.sglang_real
+@requires_real_sglang
+def test_real_sglang_launch_server_through_the_launcher(tmp_path):
+    """SGLang 0.5.23's own launch_server (it stops early on CPU); the launcher changes neither its status nor, apart
+    from the masked values, its output."""
+    config = write_config(tmp_path)
+    argv = ["--config", str(config), "--admin-api-key", FLAG_KEY]
+    direct = subprocess.run([str(SGLANG_PYTHON), "-m", "sglang.launch_server", *argv], check=False,
+                            capture_output=True, text=True, timeout=300)
+    launched = launch(SGLANG_PYTHON, "-m", "sglang.launch_server", *argv)
+    assert launched.returncode == direct.returncode != 0
+    for secret in (API_KEY, ADMIN_KEY, FLAG_KEY):
+        assert secret not in launched.stdout + launched.stderr
+    assert json.dumps(direct.stderr.splitlines()[-1]) == json.dumps(launched.stderr.splitlines()[-1])
