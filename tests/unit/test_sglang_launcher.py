@@ -115,3 +115,10 @@ def test_real_sglang_launch_server_through_the_launcher(tmp_path):
     for secret in (API_KEY, ADMIN_KEY, FLAG_KEY):
         assert secret not in launched.stdout + launched.stderr
     assert json.dumps(direct.stderr.splitlines()[-1]) == json.dumps(launched.stderr.splitlines()[-1])
+
+
+def test_a_script_imports_its_neighbours_as_under_python(tmp_path):
+    (tmp_path / "neighbour.py").write_text("VALUE = 42\n")
+    target = tmp_path / "target.py"
+    target.write_text("import neighbour, sys\nsys.exit(neighbour.VALUE)\n")
+    assert launch(sys.executable, str(target)).returncode == 42

@@ -16,6 +16,7 @@ Needs Python >= 3.11 and PyYAML, like SGLang and the simulator. The secret optio
 runs on hosts that have no collection).
 """
 
+import importlib.util
 import logging
 import os
 import runpy
@@ -151,13 +152,14 @@ def run(argv):
     """Run `-m MODULE ARGS...` or `SCRIPT ARGS...` as `python` would, in this process."""
     if len(argv) >= 2 and argv[0] == "-m":
         module, rest = argv[1], argv[2:]
-        import importlib.util
         spec = importlib.util.find_spec(module)
         sys.argv = [spec.origin if spec and spec.origin else module] + rest
+        sys.path[0] = os.getcwd()  # as `python -m` has it
         install()
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     elif argv:
         sys.argv = list(argv)
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # as `python SCRIPT` has it
         install()
         runpy.run_path(argv[0], run_name="__main__")
     else:
