@@ -61,6 +61,22 @@ def test_secret_option_names_are_the_collections():
     assert sglang_launcher.SECRET_MASK == sglang_options.SECRET_MASK
 
 
+@pytest.mark.parametrize("config, argv", [
+    ({"api_key": "a1", "admin-api-key": "b2", "ssl_keyfile_password": "c3", "port": 30000}, []),
+    ({"--api-key": "a1", "api_key_x": "not-a-secret"}, ["--admin-api-key=b2", "--api-key", "d4", "--port", "1"]),
+    ({}, ["--ssl-keyfile-password", "c3", "--api-key"]),
+])
+def test_the_launcher_finds_the_secrets_the_collection_finds(tmp_path, config, argv):
+    # The launcher runs on the target without the collection, so it keeps its own copy of the finding logic.
+    sys.path.insert(0, str(LAUNCHER.parent))
+    import sglang_launcher
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    launcher_found = sglang_launcher.secret_values(["--config", str(path), *argv])
+    assert sorted(launcher_found) == sorted(set(sglang_options.secret_values(config, argv)))
+
+
 def test_every_way_out_is_masked_and_the_exit_status_kept(tmp_path):
     target = tmp_path / "target.py"
     target.write_text(TARGET)
