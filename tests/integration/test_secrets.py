@@ -86,6 +86,15 @@ def test_the_endpoint_speaks_https_only(tls):
     assert status.exit_code == 0 and status.hosts[box.name].ready
 
 
+def test_the_files_stay_private_and_the_unit_as_hardened_as_before(tls):
+    box = tls[0]
+    for name in ("sglang.yaml", "sglang.env"):
+        assert box.exec("stat -c '%U:%G %a' /etc/sglang/" + name).stdout.strip() == "root:sglang 640"
+    # systemd-analyze's exposure score, times ten: 1.7 before TLS and the launcher, and no higher since
+    assert box.exec("systemd-analyze security --threshold=17 sglang.service", check=False).returncode == 0, \
+        box.exec("systemd-analyze security sglang.service", check=False).stdout[-2000:]
+
+
 def test_no_key_in_the_journal_after_a_failed_key_change_and_its_rollback(tls):
     box, inventory, tls_vars, dummy = tls
     change = dict(tls_vars, sglang_service_api_key=NEW_KEY,
