@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 import k26deploy
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
 from harness import ROOT, VENV_BIN, demo_inventory, snapshot_diff, systemd_container
+from sglang_venv import SGLANG_PYTHON, requires_real_sglang
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +51,11 @@ def cli(runs, name, *args, **popen):
     """k26deploy as a user runs it; (rc, stdout, stderr). Its artifacts go under runs/name."""
     proc = subprocess.run([str(VENV_BIN / "k26deploy"), *args, "--artifacts-dir", str(runs / name)], cwd=ROOT,
                           check=False, capture_output=True, text=True, timeout=900, **popen)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def parser_runner(argv):
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -193,6 +200,36 @@ def test_live_progress_in_the_cli_and_the_api(served):
 
 
 # ---------------------------------------------------------------- secrets
+
+def test_logs_hide_keys_that_sglang_printed_before(served):
+    # An earlier SGLang start printed its arguments in clear (as 0.5.23 does without the launcher): a drop-in's
+    # ExecStartPre writes such lines into the current run's journal, where `k26deploy logs` reads.
+    box, inventory, runs = served
+    old_key = "k26-earlier-key-3c1d9e"
+    dropin = "/etc/systemd/system/sglang.service.d/k26-test-earlier-log.conf"
+    box.put(dropin, "[Service]\nExecStartPre=/bin/echo \"server_args={'api_key': '%s', 'port': 30000}\"\n"
+                    "ExecStartPre=/bin/echo launch_server --api-key %s\n" % (old_key, old_key))
+    try:
+        box.exec("systemctl daemon-reload && systemctl restart sglang.service")
+    finally:
+        box.exec("rm -f %s && systemctl daemon-reload" % dropin)
+    redeploy(served)  # waits until it serves again, changing nothing: the journal stays this run's
+    rc, out, err = cli(runs, "logs", "logs", "-i", inventory, "--json")
+    assert rc == 0, err
+    excerpt = json.loads(out)["hosts"][box.name]["journal_excerpt"]
+    assert "server_args={'api_key': '********', 'port': 30000}" in excerpt and "launch_server --api-key '********'" in excerpt
+    assert old_key not in out and old_key not in err
+
+
+@requires_real_sglang
+def test_the_rendered_config_passes_sglangs_own_parser(served, tmp_path):
+    # The file a real converge wrote, not a copy of it, read by SGLang 0.5.23's parser and config merger.
+    box = served[0]
+    content = box.exec("cat /etc/sglang/sglang.yaml").stdout
+    result, dummy = sglang_args.run_check(parser_runner, str(SGLANG_PYTHON), content=content, tmpdir=str(tmp_path))
+    assert result["ok"] is True, result.get("error")
+    assert result["parsed"]["pp_size"] == 8 and result["parsed"]["served_model_name"] == "kimi-k2.6"
+
 
 def test_the_key_is_in_no_artifact_of_any_run(served):
     dummy, inventory, runs = served

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SGLANG_VENV = Path(os.environ.get("SGLANG_CPU_VENV") or ROOT / ".cache" / "sglang-venv")
 SGLANG_PYTHON = SGLANG_VENV / "bin" / "python"
 SGLANG_SITE = next(iter(sorted(SGLANG_VENV.glob("lib/python3*/site-packages"))), SGLANG_VENV / "lib")
