@@ -58,12 +58,15 @@ def test_an_outside_project_deploys_with_fqcns_only(tarball, tmp_path):
         interpreter_python = auto_silent
         """))
     # --no-deps: community.general comes with the `ansible` package here (no Galaxy access)
-    run(["ansible-galaxy", "collection", "install", "--no-deps", str(tarball), "-p", "collections"], cwd=project)
+    # This project's config only: under the checkout's (which make test exports) k26.deploy counts as installed.
+    config = str(project / "ansible.cfg")
+    run(["ansible-galaxy", "collection", "install", "--no-deps", "--force", str(tarball), "-p", "collections"],
+        cwd=project, ANSIBLE_CONFIG=config)
     (project / "site.yml").write_text(SITE)
     with systemd_container("k26-it-collection-%d" % os.getpid()) as box:
         inventory = demo_inventory(box, project / "inventory")
         out = run(["ansible-playbook", "-i", inventory, "site.yml"], cwd=project,
-                  ANSIBLE_CONFIG=str(project / "ansible.cfg"))
+                  ANSIBLE_CONFIG=config)
         assert "%s is serving kimi-k2.6" % box.name in out and "READY" in out
         key = (project / "inventory" / ".secrets" / "api_key").read_text().strip()
         models = box.exec("curl -s -H 'Authorization: Bearer %s' http://127.0.0.1:30000/v1/models" % key).stdout
