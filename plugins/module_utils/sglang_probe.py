@@ -18,8 +18,8 @@ from urllib.error import HTTPError, URLError
 from ansible.module_utils.urls import open_url
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import is_loopback_url
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
-    PROBE_HEALTH_GENERATE, PROBE_READY, UNIT_PROPERTIES, WARMUP_PATHS,
-    http_result, journal_matches, models_known, models_match, model_ids_from, parse_journal_json,
+    PROBE_HEALTH_GENERATE, UNIT_PROPERTIES, WARMUP_PATHS,
+    falls_back, http_result, journal_matches, models_known, models_match, model_ids_from, parse_journal_json,
     parse_systemctl_show, wants_http, classify_unit, warmup_probe_due,
 )
 
@@ -138,10 +138,10 @@ class SglangProbe(object):
             # SSL errors or ansible.module_utils.urls' own exceptions.
             return http_result(path, classify_exception(exc), error='%s: %s' % (type(exc).__name__, exc))
 
-    def warmup(self, probe, elapsed):
-        """Run the warm-up probe ``probe``; on 404 from /ready fall back to /health_generate at once."""
+    def warmup(self, probe, settings, elapsed):
+        """Run the warm-up probe ``probe``; under auto, on 404 from /ready fall back to /health_generate at once."""
         result = self._warmup_once(probe, elapsed)
-        if probe == PROBE_READY and result.get('kind') == 'http' and result.get('status') == 404:
+        if falls_back(settings, probe, result):
             result = self._warmup_once(PROBE_HEALTH_GENERATE, elapsed)
         return result
 
@@ -171,7 +171,7 @@ class SglangProbe(object):
             ids = model_ids_from(models.get('body')) if models.get('kind') == 'ok' else None
             matched = models_match(ids, settings.model)
         if settings.require_warmup and matched:
-            probe = warmup_probe_due(state, elapsed)
+            probe = warmup_probe_due(state, settings, elapsed)
             if probe:
-                obs['warmup'] = self.warmup(probe, elapsed)
+                obs['warmup'] = self.warmup(probe, settings, elapsed)
         return obs

@@ -75,7 +75,10 @@ SIGNAL_NAMES = {
 # Warm-up probes.
 PROBE_READY = 'ready'                    # GET /ready  (SGLang > 0.5.18): instant
 PROBE_HEALTH_GENERATE = 'health_generate'  # GET /health_generate: >= 1 s per call
-WARMUP_PATHS = {PROBE_READY: '/ready', PROBE_HEALTH_GENERATE: '/health_generate'}
+PROBE_READINESS = 'readiness'            # GET /readiness: SGLang's router (smg), 200 once it has healthy workers
+PROBE_AUTO = 'auto'                      # /ready, and /health_generate where /ready answers 404
+WARMUP_PATHS = {PROBE_READY: '/ready', PROBE_HEALTH_GENERATE: '/health_generate', PROBE_READINESS: '/readiness'}
+WARMUP_PROBES = (PROBE_AUTO,) + tuple(WARMUP_PATHS)
 HEALTH_GENERATE_MIN_PERIOD = 1.0         # seconds between two /health_generate calls
 
 # A progress record (one JSON line the action plugin appends to $K26DEPLOY_PROGRESS_FILE during a long wait;
@@ -101,15 +104,23 @@ SYSTEMD_BOILERPLATE_RE = re.compile(
 
 Settings = namedtuple('Settings', [
     'unit', 'url', 'model', 'require_warmup', 'timeout', 'max_restarts',
-    'startup_grace', 'model_mismatch_grace', 'warmup_timeout',
-])
+    'startup_grace', 'model_mismatch_grace', 'warmup_timeout', 'warmup_probe',
+], defaults=(PROBE_AUTO,))
 
 Decision = namedtuple('Decision', ['done', 'reason', 'phase'])
 
 
 def settings_from_params(params):
     """Build Settings from a module's params dict."""
-    return Settings(**dict((name, params.get(name)) for name in Settings._fields))
+    settings = dict((name, params.get(name)) for name in Settings._fields)
+    settings['warmup_probe'] = settings['warmup_probe'] or PROBE_AUTO
+    return Settings(**settings)
+
+
+def falls_back(settings, probe, result):
+    """Whether a warm-up result means: this SGLang has no /ready, ask /health_generate instead."""
+    return (settings.warmup_probe == PROBE_AUTO and probe == PROBE_READY
+            and result.get('kind') == 'http' and result.get('status') == 404)
 
 
 # --------------------------------------------------------------------------
@@ -440,12 +451,12 @@ def advance_warmup(state, warmup, elapsed, settings):
     """Decide on the warm-up probe's result; None when warm."""
     state['phase'] = PHASE_WARMING
     if warmup is not None:
-        probe = warmup.get('probe') or state['warmup_probe'] or PROBE_READY
+        probe = warmup.get('probe') or warmup_probe_of(state, settings)
         state['warmup_probe'] = probe
         state['warmup_last'] = describe_http(warmup)
         if probe == PROBE_HEALTH_GENERATE:
             state['last_probe_at'] = warmup.get('started', elapsed)
-        if warmup.get('kind') == 'http' and warmup.get('status') == 404 and probe == PROBE_READY:
+        if falls_back(settings, probe, warmup):
             state['warmup_probe'] = PROBE_HEALTH_GENERATE  # SGLang without /ready
         elif is_auth_failure(warmup):
             state['last_http_error'] = 'HTTP %s from %s' % (warmup.get('status'), warmup.get('path'))
@@ -489,9 +500,16 @@ def timeout_reason(phase):
     return 'warmup_failed' if phase in (PHASE_HTTP_UP, PHASE_WARMING) else 'timeout'
 
 
-def warmup_probe_due(state, elapsed):
+def warmup_probe_of(state, settings):
+    """The warm-up probe in use: the one the settings name, or under auto the one found so far."""
+    if settings.warmup_probe != PROBE_AUTO:
+        return settings.warmup_probe
+    return state['warmup_probe'] or PROBE_READY
+
+
+def warmup_probe_due(state, settings, elapsed):
     """Which warm-up probe to send now, or None (rate limit of /health_generate)."""
-    probe = state['warmup_probe'] or PROBE_READY
+    probe = warmup_probe_of(state, settings)
     if probe == PROBE_HEALTH_GENERATE and state['last_probe_at'] is not None:
         if elapsed - state['last_probe_at'] < HEALTH_GENERATE_MIN_PERIOD:
             return None
@@ -710,7 +728,7 @@ def build_msg(reason, state, settings, props, elapsed, key_line='', last_log='')
         limit = ('warmup_timeout %ss' % settings.warmup_timeout if elapsed < settings.timeout
                  else 'timeout %ss' % settings.timeout)
         return '%s: HTTP up%s but warm-up not done within %s (/%s: %s) after %.1fs%s%s' % (
-            unit, ' at %.1fs' % up if up is not None else '', limit, state.get('warmup_probe') or PROBE_READY,
+            unit, ' at %.1fs' % up if up is not None else '', limit, state.get('warmup_probe') or warmup_probe_of(state, settings),
             state.get('warmup_last') or 'not probed', elapsed, _detail(key_line or last_log, {}), see)
     if reason == 'timeout':
         extra = ''

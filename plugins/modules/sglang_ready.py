@@ -47,6 +47,14 @@ options:
         answers 404 there, through C(/health_generate).
     type: bool
     default: true
+  warmup_probe:
+    description:
+      - How O(require_warmup) sees the warm-up. V(auto) asks C(/ready) and, where the server answers 404 there,
+        C(/health_generate). V(ready) and V(health_generate) ask only that endpoint.
+      - V(readiness) asks C(/readiness) of SGLang's router (C(smg)), which answers 200 once it has healthy workers.
+    type: str
+    choices: [auto, ready, health_generate, readiness]
+    default: auto
   api_key:
     description:
       - "API key of the server (SGLang's C(--api-key)), sent as C(Authorization: Bearer <key>)."
@@ -244,7 +252,9 @@ timeline:
   type: dict
   sample: {"loading": 0.2, "http_up": 88.1, "warm": 94.9, "ready": 94.9}
 warmup_probe:
-  description: The warm-up probe used, V(ready) (C(/ready)) or V(health_generate) (C(/health_generate)); null when none was used.
+  description:
+    - The warm-up probe used, V(ready) (C(/ready)), V(health_generate) (C(/health_generate)) or V(readiness)
+      (C(/readiness)); null when none was used.
   returned: always
   type: str
   sample: ready
@@ -279,6 +289,7 @@ ARGUMENT_SPEC = dict(
     url=dict(type='str', default='http://127.0.0.1:30000'),
     model=dict(type='str'),
     require_warmup=dict(type='bool', default=True),
+    warmup_probe=dict(type='str', default='auto', choices=['auto', 'ready', 'health_generate', 'readiness']),
     api_key=dict(type='str', no_log=True),
     timeout=dict(type='int', default=3600),
     interval=dict(type='float', default=0.25),

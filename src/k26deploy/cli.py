@@ -199,6 +199,8 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
             fields.append(f"restarted={_yesno(host.restarted)}")
         if host.rolled_back:
             fields.append("rolled_back=yes")
+        if host.workers is not None:
+            fields.append(f"replicas={len(host.workers)}")
         fields.append(f"changed={host.changed}")
         if host.simulator:
             fields.append("[SIMULATOR, not a real SGLang]")

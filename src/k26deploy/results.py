@@ -93,6 +93,7 @@ SUMMARY_FIELDS = (
     "model_ids",
     "timeline",
     "findings",
+    "workers",
 )
 
 #: fields of a readiness progress record (the sglang_ready action plugin's, see its PROGRESS_RECORD_FIELDS) that a
@@ -237,6 +238,8 @@ class HostResult:
     #: preflight findings (deploy, preflight) or those of the running configuration (status): each a dict with
     #: ``id``, ``severity`` (error, warning, info), ``title``, ``message``, ``fix`` and ``evidence``; errors first
     findings: list[dict[str, Any]] | None = None
+    #: on a router host (the sglang_router role): the URLs of the replicas it routes to
+    workers: list[str] | None = None
 
     def findings_of(self, severity: str) -> list[dict[str, Any]]:
         return [f for f in self.findings or [] if f.get("severity") == severity]

@@ -24,11 +24,13 @@ SIM_IN_CONTAINER = "/opt/sim/sglang_simulator.py"
 
 
 class SystemdContainer:
-    def __init__(self, name, publish=None):
+    def __init__(self, name, publish=None, network=None):
         self.name = name
         args = [str(ROOT / "scripts" / "container.sh"), name]
         if publish:
             args += ["-p", publish]
+        if network:
+            args += ["--network", network]
         subprocess.run(args, check=True)
 
     def exec(self, command, check=True, input=None, timeout=60):
@@ -82,12 +84,22 @@ def remove_container(name):
 
 
 @contextlib.contextmanager
-def systemd_container(name, publish=None):
+def systemd_container(name, publish=None, network=None):
     """A SystemdContainer that is removed whatever happens, also when starting it failed half-way."""
     try:
-        yield SystemdContainer(name, publish=publish)
+        yield SystemdContainer(name, publish=publish, network=network)
     finally:
         remove_container(name)
+
+
+@contextlib.contextmanager
+def podman_network(name):
+    """A podman network of our own (its containers reach each other by name), removed whatever happens."""
+    subprocess.run(["podman", "network", "create", name], check=True, capture_output=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["podman", "network", "rm", "-f", name], check=False, capture_output=True)
 
 
 def snapshot_diff(before, after):
@@ -146,10 +158,17 @@ def run_task(container, task, check=False, extra_env=None):
     return results[0]
 
 
-def demo_inventory(container, directory):
-    """Write an inventory in `directory` for `container` in group sglang_servers, with the demo's group_vars."""
+PODMAN_HOST = {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}
+
+
+def demo_inventory(container, directory, *replicas, routers=(), router_vars=None):
+    """Write an inventory in `directory`: `container` (and more `replicas`) in group sglang_servers with the demo's
+    group_vars, and `routers` in group sglang_routers with `router_vars`."""
     directory = Path(directory)
     shutil.copytree(ROOT / "inventories" / "demo" / "group_vars", directory / "group_vars")
-    (directory / "hosts.yml").write_text(yaml.safe_dump({"sglang_servers": {"hosts": {container.name: {
-        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+    groups = {"sglang_servers": {"hosts": {box.name: dict(PODMAN_HOST) for box in (container,) + replicas}}}
+    if routers:
+        groups["sglang_routers"] = {"hosts": {box.name: dict(PODMAN_HOST) for box in routers},
+                                    "vars": dict(router_vars or {})}
+    (directory / "hosts.yml").write_text(yaml.safe_dump(groups))
     return str(directory)

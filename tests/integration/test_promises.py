@@ -247,7 +247,7 @@ def test_the_key_is_in_no_artifact_of_any_run(served):
 def test_two_hosts_in_one_run_and_limit(tmp_path):
     names = ["k26-it-pair-a-%d" % os.getpid(), "k26-it-pair-b-%d" % os.getpid()]
     with systemd_container(names[0]) as first, systemd_container(names[1]) as second:
-        inventory = two_host_inventory(first, second, tmp_path)
+        inventory = demo_inventory(first, tmp_path, second)
         both = k26deploy.deploy(inventory=inventory)
         assert both.exit_code == 0, both.to_json()
         assert sorted(both.hosts) == sorted(names) and all(h.ready for h in both.hosts.values())
@@ -257,13 +257,3 @@ def test_two_hosts_in_one_run_and_limit(tmp_path):
         assert limited.exit_code == 0 and list(limited.hosts) == [names[0]], limited.to_json()
         assert limited.hosts[names[0]].restarted is True
         assert invocation(second) == untouched
-
-
-def two_host_inventory(first, second, tmp_path):
-    inventory = demo_inventory(first, tmp_path)
-    hosts = Path(inventory) / "hosts.yml"
-    data = yaml.safe_load(hosts.read_text())
-    members = data["sglang_servers"]["hosts"]
-    members[second.name] = dict(members[first.name])
-    hosts.write_text(yaml.safe_dump(data))
-    return inventory

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
-    PROBE_HEALTH_GENERATE, PROBE_READY, Settings, U_ACTIVATING, U_ACTIVE, U_BROKEN, U_DEACTIVATING,
+    PROBE_HEALTH_GENERATE, PROBE_READINESS, PROBE_READY, Settings, U_ACTIVATING, U_ACTIVE, U_BROKEN, U_DEACTIVATING,
     U_FAILED, U_INACTIVE, U_MISSING, U_RESTART_PENDING, advance, build_msg, classify_unit, count_restarts,
     clean_line, decode_message, describe_exit, error_lines, http_result, journal_excerpt, journal_matches, key_error_line,
     last_line, model_ids_from, new_state, parse_journal_json, parse_systemctl_show, timeout_reason,
@@ -334,12 +334,23 @@ def test_ready_404_switches_probe():
     assert state['warmup_probe'] == PROBE_HEALTH_GENERATE
 
 
+def test_a_named_probe_is_the_only_one_asked():
+    readiness_404 = dict(http_result('/readiness', 'http', 404), probe=PROBE_READINESS)
+    router = settings(warmup_probe=PROBE_READINESS)
+    decisions, state = run([obs(5.0, unit(), KIMI, readiness_404)], warmup_probe=PROBE_READINESS)
+    assert not decisions[-1].done and state['warmup_probe'] == PROBE_READINESS
+    assert warmup_probe_due(new_state(0.0, 0.0), router, 1.0) == PROBE_READINESS
+    ready_404 = dict(http_result('/ready', 'http', 404), probe=PROBE_READY)
+    decisions, state = run([obs(5.0, unit(), KIMI, ready_404)], warmup_probe=PROBE_READY)
+    assert state['warmup_probe'] == PROBE_READY
+
+
 def test_health_generate_is_rate_limited():
     state = new_state(0.0, 0.0)
-    assert warmup_probe_due(state, 3.0) == PROBE_READY
+    assert warmup_probe_due(state, settings(), 3.0) == PROBE_READY
     state.update(warmup_probe=PROBE_HEALTH_GENERATE, last_probe_at=3.0)
-    assert warmup_probe_due(state, 3.5) is None
-    assert warmup_probe_due(state, 4.0) == PROBE_HEALTH_GENERATE
+    assert warmup_probe_due(state, settings(), 3.5) is None
+    assert warmup_probe_due(state, settings(), 4.0) == PROBE_HEALTH_GENERATE
 
 
 def test_ready_requires_the_unit_to_be_active():

@@ -164,7 +164,7 @@ def test_no_proxy_for_loopback(url, expected):
 
 def test_warmup_falls_back_to_health_generate_on_404(server):
     Handler.routes['/health_generate'] = (200, {})
-    result = probe_for(server).warmup(PROBE_READY, 5.0)
+    result = probe_for(server).warmup(PROBE_READY, settings(), 5.0)
     assert result['probe'] == PROBE_HEALTH_GENERATE and result['kind'] == 'ok'
     assert [path for path, dummy in Handler.seen] == ['/ready', '/health_generate']
 

@@ -1,0 +1,29 @@
+"""Filters of the sglang_router role: where the router reaches each SGLang replica."""
+
+from urllib.parse import urlsplit
+
+from ansible.errors import AnsibleFilterError
+
+
+def replica_url(replica):
+    """The URL a router reaches one replica at: the scheme and port it serves (its published endpoint, which
+    names a loopback address when it binds all of them) at its sglang_router_worker_address, else its
+    ansible_host, else its inventory name."""
+    name = replica.get("inventory_hostname")
+    endpoint = (replica.get("sglang_service_result") or {}).get("endpoint")
+    if not endpoint:
+        raise AnsibleFilterError("replica %s has no endpoint: deploy it (or ask its status) in the same run" % name)
+    parts = urlsplit(endpoint)
+    address = replica.get("sglang_router_worker_address") or replica.get("ansible_host") or name
+    host = "[%s]" % address if ":" in address else address
+    return "%s://%s:%s" % (parts.scheme, host, parts.port)
+
+
+def worker_urls(replicas):
+    """The URLs of the replicas (each a host's variables), in inventory order."""
+    return [replica_url(replica) for replica in replicas]
+
+
+class FilterModule:
+    def filters(self):
+        return {"sglang_router_worker_urls": worker_urls}
