@@ -13,3 +13,4 @@ test:
 bench: setup
 	.venv/bin/python bench/readiness_latency.py
 	.venv/bin/python bench/deploy_time.py
+	.venv/bin/python bench/fleet_time.py

@@ -5,12 +5,12 @@ from urllib.parse import urlsplit
 from ansible.errors import AnsibleFilterError
 
 
-def replica_url(replica):
-    """The URL a router reaches one replica at: the scheme and port it serves (its published endpoint, which
-    names a loopback address when it binds all of them) at its sglang_router_worker_address, else its
-    ansible_host, else its inventory name."""
+def replica_url(replica, endpoint=None):
+    """The URL a router reaches one replica at: the scheme and port it serves (``endpoint``, by default its
+    published one, which names a loopback address when it binds all of them) at its sglang_router_worker_address,
+    else its ansible_host, else its inventory name."""
     name = replica.get("inventory_hostname")
-    endpoint = (replica.get("sglang_service_result") or {}).get("endpoint")
+    endpoint = endpoint or (replica.get("sglang_service_result") or {}).get("endpoint")
     if not endpoint:
         raise AnsibleFilterError("replica %s has no endpoint: deploy it (or ask its status) in the same run" % name)
     parts = urlsplit(endpoint)
@@ -26,4 +26,4 @@ def worker_urls(replicas):
 
 class FilterModule:
     def filters(self):
-        return {"sglang_router_worker_urls": worker_urls}
+        return {"sglang_router_worker_urls": worker_urls, "sglang_router_worker_url": replica_url}

@@ -60,12 +60,46 @@ def classify_exception(exc):
     return _errno_kind(exc)
 
 
+def _read_text(response):
+    return response.read(MAX_BODY_BYTES).decode('utf-8', 'replace')
+
+
 def _read_json(response):
     data = response.read(MAX_BODY_BYTES)
     try:
         return json.loads(data.decode('utf-8', 'replace')) if data else None
     except ValueError:
         return None
+
+
+def http_request(url, path=None, method='GET', api_key=None, body=None, timeout=REQUEST_TIMEOUT, text=False,
+                 validate_certs=True, ca_path=None, agent='k26deploy-sglang_ready'):
+    """One HTTP request with the API key as a Bearer token and ``body`` as JSON; returns an HTTP result dict
+    (the body parsed as JSON, or as text with ``text``), never raises on network errors."""
+    headers = {'Accept': 'text/plain' if text else 'application/json'}
+    if api_key:
+        headers['Authorization'] = 'Bearer %s' % api_key
+    data = None
+    if body is not None:
+        headers['Content-Type'] = 'application/json'
+        data = json.dumps(body)
+    path = url if path is None else path
+    try:
+        response = open_url(url, method=method, headers=headers, data=data, timeout=timeout,
+                            validate_certs=validate_certs, ca_path=ca_path, use_proxy=not is_loopback_url(url),
+                            use_netrc=False, follow_redirects='safe', http_agent=agent)
+        try:
+            status = response.getcode()
+            parsed = _read_text(response) if text else _read_json(response)
+        finally:
+            response.close()
+        return http_result(path, 'ok' if 200 <= status < 300 else 'http', status=status, body=parsed)
+    except HTTPError as exc:
+        return http_result(path, 'http', status=exc.code, body=_read_json(exc), error=str(exc))
+    except Exception as exc:  # pylint: disable=broad-except
+        # Network failures come as URLError, socket errors, http.client errors,
+        # SSL errors or ansible.module_utils.urls' own exceptions.
+        return http_result(path, classify_exception(exc), error='%s: %s' % (type(exc).__name__, exc))
 
 
 class SglangProbe(object):
@@ -78,7 +112,6 @@ class SglangProbe(object):
         self.api_key = api_key
         self.validate_certs = validate_certs
         self.ca_path = ca_path
-        self.use_proxy = not is_loopback_url(url)
         self.systemctl = module.get_bin_path('systemctl')
         self.journalctl = module.get_bin_path('journalctl')
         self.env = {'LC_ALL': 'C', 'SYSTEMD_PAGER': '', 'SYSTEMD_COLORS': '0'}
@@ -116,27 +149,8 @@ class SglangProbe(object):
     # -- HTTP --------------------------------------------------------------
     def get(self, path, timeout=REQUEST_TIMEOUT):
         """GET base+path; returns an HTTP result dict, never raises on network errors."""
-        headers = {'Accept': 'application/json'}
-        if self.api_key:
-            headers['Authorization'] = 'Bearer %s' % self.api_key
-        try:
-            response = open_url(self.base + path, method='GET', headers=headers, timeout=timeout,
-                                validate_certs=self.validate_certs, ca_path=self.ca_path,
-                                use_proxy=self.use_proxy, use_netrc=False, follow_redirects='safe',
-                                http_agent='k26deploy-sglang_ready')
-            try:
-                status = response.getcode()
-                body = _read_json(response)
-            finally:
-                response.close()
-            kind = 'ok' if 200 <= status < 300 else 'http'
-            return http_result(path, kind, status=status, body=body)
-        except HTTPError as exc:
-            return http_result(path, 'http', status=exc.code, error=str(exc))
-        except Exception as exc:  # pylint: disable=broad-except
-            # Network failures come as URLError, socket errors, http.client errors,
-            # SSL errors or ansible.module_utils.urls' own exceptions.
-            return http_result(path, classify_exception(exc), error='%s: %s' % (type(exc).__name__, exc))
+        return http_request(self.base + path, path=path, api_key=self.api_key, timeout=timeout,
+                            validate_certs=self.validate_certs, ca_path=self.ca_path)
 
     def warmup(self, probe, settings, elapsed):
         """Run the warm-up probe ``probe``; under auto, on 404 from /ready fall back to /health_generate at once."""

@@ -156,11 +156,23 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "logs":
             command.add_argument("-n", "--lines", type=int, metavar="N",
                                  help="journal lines per host (extra var k26_log_lines; playbook default 200)")
+        if name == "deploy":
+            command.add_argument("--serial", metavar="N|P%",
+                                 help="replicas behind a router changed at a time, a number or a percentage "
+                                      "(extra var k26_serial; default 1)")
         if name in ("deploy", "preflight"):
             command.add_argument("--strict", action="store_true",
                                  help="every preflight warning is an error: stop before anything changes "
                                       "(extra var k26_preflight_strict)")
     return parser
+
+
+def serial_is_valid(text: str) -> bool:
+    """A batch size Ansible's serial takes: N >= 1, or P% with 1 <= P <= 100."""
+    number = text[:-1] if text.endswith("%") else text
+    if not number.isdigit():
+        return False
+    return 1 <= int(number) <= (100 if text.endswith("%") else int(number))
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -200,11 +212,15 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
         if host.rolled_back:
             fields.append("rolled_back=yes")
         if host.workers is not None:
-            fields.append(f"replicas={len(host.workers)}")
+            healthy = sum(1 for worker in host.workers if worker.get("is_healthy"))
+            fields.append(f"replicas={healthy}/{len(host.workers)} healthy")
         fields.append(f"changed={host.changed}")
         if host.simulator:
             fields.append("[SIMULATOR, not a real SGLang]")
         out.write("  " + " ".join(fields) + "\n")
+        for worker in host.workers or []:
+            out.write(f"    replica {worker.get('url')}: {worker.get('status')}"
+                      f"{'' if worker.get('is_healthy') else ', not healthy'}\n")
         for finding in host.findings or []:
             out.write(f"    {format_finding(finding)}\n")
         if host.failed_task and (host.failed or host.unreachable):
@@ -262,6 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra_vars["k26_log_lines"] = args.lines
     if getattr(args, "strict", False):
         extra_vars["k26_preflight_strict"] = True
+    if getattr(args, "serial", None) is not None:
+        if not serial_is_valid(args.serial):
+            return _early_failure(args, "--serial must be a whole number above 0 or a percentage from 1% to 100%, "
+                                        f"not {args.serial!r}", EXIT_BAD_INPUT)
+        extra_vars["k26_serial"] = args.serial
 
     view = None if args.quiet else LiveView(sys.stderr, raw=args.verbose > 0)
     cancel_event = threading.Event()

@@ -238,8 +238,9 @@ class HostResult:
     #: preflight findings (deploy, preflight) or those of the running configuration (status): each a dict with
     #: ``id``, ``severity`` (error, warning, info), ``title``, ``message``, ``fix`` and ``evidence``; errors first
     findings: list[dict[str, Any]] | None = None
-    #: on a router host (the sglang_router role): the URLs of the replicas it routes to
-    workers: list[str] | None = None
+    #: on a router host (the sglang_router role): the replicas it routes to as it lists them, each a dict with
+    #: ``url``, ``status`` and ``is_healthy``
+    workers: list[dict[str, Any]] | None = None
 
     def findings_of(self, severity: str) -> list[dict[str, Any]]:
         return [f for f in self.findings or [] if f.get("severity") == severity]
@@ -534,13 +535,19 @@ def _take_counts(result: HostResult, track: _HostTrack, stats: HostStats | None)
         result.unreachable = track.unreachable is not None
 
 
+def _failure_msg(res: dict) -> str:
+    """A looped task's own msg only says that an item failed: the first failed item's says why."""
+    items = [item for item in res.get("results") or [] if isinstance(item, dict) and item.get("failed")]
+    return _text(items[0].get("msg") if items else res.get("msg"))
+
+
 def _take_failure(result: HostResult, track: _HostTrack) -> None:
     """The last failure is the one that stopped the host (earlier ones may have been rescued)."""
     last_failure = track.failures[-1] if (track.failures and result.failed) else None
     if last_failure:
         result.failed_task = last_failure["task"]
         result.failed_action = last_failure["action"]
-        result.msg = _text(last_failure["res"].get("msg"))
+        result.msg = _failure_msg(last_failure["res"])
         result.bad_input = bool(last_failure["bad_input"])
     if result.unreachable and track.unreachable:
         result.failed_task = result.failed_task or track.unreachable["task"]

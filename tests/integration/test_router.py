@@ -1,62 +1,27 @@
 """SGLang's router (the real smg package) in front of two replicas (the simulator), each in a container of its own
 with real systemd, on a podman network of their own: one deploy_k26.yml run deploys all three, requests through
-the router reach both replicas, the key is in no argv, unit or journal, a second run changes nothing, and bad
-input or a router that cannot start fails with the reason."""
+the router reach both replicas, the key is in no argv, unit or journal, a second run changes nothing, bad
+input or a router that cannot start fails with the reason, a change rolls through the replicas one at a time
+under a steady stream of requests without losing one, and a bad change stops at the first replica."""
 
-import contextlib
 import json
-import os
-import subprocess
 
 import pytest
-import yaml
 
 import k26deploy
-from harness import ROOT, VENV_BIN, demo_inventory, podman_network, systemd_container
+from fleet import ROUTER_DEFAULTS, ROUTER_URL, RequestStream, chat, fleet_containers, key_of, router_workers
 
 pytestmark = pytest.mark.integration
 
-ROLE_DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())
-PACKAGE = "%s==%s" % (ROLE_DEFAULTS["sglang_router_package"], ROLE_DEFAULTS["sglang_router_version"])
-ROUTER_URL = "http://127.0.0.1:30080"
-
-
-def wheelhouse():
-    """smg and its dependencies as wheels (pip's own configuration decides where from): the containers have no
-    package index, so the role installs from a copy of this directory."""
-    directory = ROOT / ".cache" / "wheelhouse" / PACKAGE.replace("==", "-")
-    directory.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(VENV_BIN / "pip"), "download", "--disable-pip-version-check", "-q", "--only-binary=:all:",
-                    "-d", str(directory), PACKAGE], check=True, timeout=600)
-    return directory
+LOAD = "SGLANG_SIM_LOAD_SECONDS"
+CRASH = {LOAD: 2, "SGLANG_SIM_FAILURE": "crash_loading"}
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    tag = os.getpid()
-    names = ["k26-it-replica-a-%d" % tag, "k26-it-replica-b-%d" % tag, "k26-it-router-%d" % tag]
-    with contextlib.ExitStack() as stack:
-        network = stack.enter_context(podman_network("k26-it-fleet-%d" % tag))
-        first, second, router = (stack.enter_context(systemd_container(name, network=network)) for name in names)
-        inventory = demo_inventory(first, tmp_path_factory.mktemp("inventory"), second, routers=[router],
-                                   router_vars={"sglang_router_wheelhouse": str(wheelhouse()),
-                                                "sglang_router_policy": "round_robin",
-                                                "sglang_router_ready_timeout": 120})
+    with fleet_containers("k26-it", 2, tmp_path_factory.mktemp("inventory")) as (replicas, router, inventory):
         result = k26deploy.deploy(inventory=inventory)
-        yield first, second, router, inventory, result
-
-
-def key_of(inventory):
-    with open(os.path.join(inventory, ".secrets", "api_key")) as handle:
-        return handle.read().strip()
-
-
-def chat(router, key, content):
-    body = json.dumps({"model": "kimi-k2.6", "messages": [{"role": "user", "content": content}], "max_tokens": 8})
-    out = router.exec("curl -s -w '\\n%%{http_code}' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
-                      "-d '%s' %s/v1/chat/completions" % (key, body, ROUTER_URL)).stdout
-    text, dummy, status = out.rpartition("\n")
-    return int(status), text
+        yield replicas[0], replicas[1], router, inventory, result
 
 
 def served_chats(replica):
@@ -75,11 +40,12 @@ def test_one_run_deploys_the_replicas_then_the_router(fleet):
     front = result.hosts[router.name]
     assert front.ready and front.reason == "ready" and front.endpoint == ROUTER_URL, front
     assert front.model_id == "kimi-k2.6" and front.unit == "sglang-router.service"
-    assert front.workers == ["http://%s:30000" % first.name, "http://%s:30000" % second.name]
+    assert [(worker["url"], worker["is_healthy"]) for worker in front.workers] == \
+        [("http://%s:30000" % first.name, True), ("http://%s:30000" % second.name, True)]
     assert "/readiness" in front.msg
     version = router.exec("/opt/sglang-router/venvs/smg-%s/bin/python -c \"import importlib.metadata as m; "
-                          "print(m.version('smg'))\"" % ROLE_DEFAULTS["sglang_router_version"]).stdout.strip()
-    assert version == ROLE_DEFAULTS["sglang_router_version"]
+                          "print(m.version('smg'))\"" % ROUTER_DEFAULTS["sglang_router_version"]).stdout.strip()
+    assert version == ROUTER_DEFAULTS["sglang_router_version"]
 
 
 def test_requests_through_the_router_reach_every_replica(fleet):
@@ -93,6 +59,17 @@ def test_requests_through_the_router_reach_every_replica(fleet):
     assert chat(router, "not-the-key", "hello")[0] == 401
     readiness = json.loads(router.exec("curl -s %s/readiness" % ROUTER_URL).stdout)
     assert readiness["status"] == "ready" and readiness["healthy_workers"] == 2
+
+
+def test_status_reports_the_fleet(fleet):
+    first, second, router, inventory, dummy = fleet
+    result = k26deploy.status(inventory=inventory)
+    assert result.exit_code == 0, result.to_json()
+    assert result.hosts[first.name].ready and result.hosts[second.name].ready
+    front = result.hosts[router.name]
+    assert front.ready and front.endpoint == ROUTER_URL and front.changed == 0, front
+    assert {worker["url"]: worker["is_healthy"] for worker in front.workers} == \
+        {"http://%s:30000" % box.name: True for box in (first, second)}
 
 
 def test_the_key_is_in_no_argv_unit_or_journal(fleet):
@@ -136,3 +113,38 @@ def test_a_router_that_cannot_start_fails_with_its_own_error(fleet):
     assert "unrecognized arguments: --no-such-flag" in host.journal_excerpt
     back = k26deploy.deploy(inventory=inventory)
     assert back.exit_code == 0 and back.hosts[router.name].ready, back.to_json()
+
+
+def started_at(replica):
+    """When the service's process started, on the clock all containers share (CLOCK_MONOTONIC, microseconds)."""
+    return int(replica.exec("systemctl show sglang.service -p ExecMainStartTimestampMonotonic --value").stdout)
+
+
+def test_a_rolling_change_loses_no_request(fleet):
+    first, second, router, inventory, dummy = fleet
+    before = {box.name: started_at(box) for box in (first, second)}
+    with RequestStream(router, key_of(inventory)) as stream:
+        result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_environment": {LOAD: 3}})
+    assert result.exit_code == 0, result.to_json()
+    assert all(result.hosts[box.name].ready and result.hosts[box.name].restarted for box in (first, second))
+    assert stream.sent > 20 and stream.failed == 0, stream.codes
+    after = {box.name: started_at(box) for box in (first, second)}
+    assert all(after[name] > before[name] for name in after)
+    # one at a time: the second replica restarted after the first had loaded (3 s) and rejoined the router
+    assert after[second.name] - after[first.name] > 3_000_000, after
+    assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
+
+
+def test_a_bad_change_stops_the_roll_at_the_first_replica(fleet):
+    first, second, router, inventory, dummy = fleet
+    untouched = second.exec("systemctl show sglang.service -p InvocationID --value").stdout
+    with RequestStream(router, key_of(inventory)) as stream:
+        result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_environment": CRASH})
+    failed = result.hosts[first.name]
+    assert result.exit_code == 1 and failed.reason == "crash_loop" and failed.rolled_back, result.to_json()
+    assert "torch.OutOfMemoryError" in failed.journal_excerpt
+    assert second.exec("systemctl show sglang.service -p InvocationID --value").stdout == untouched
+    assert "SGLANG_SIM_FAILURE" not in second.exec("cat /etc/sglang/sglang.env").stdout
+    assert stream.sent > 10 and stream.failed == 0, stream.codes
+    # the first replica serves its previous configuration again, back in the router
+    assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}

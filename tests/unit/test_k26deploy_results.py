@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from k26deploy.cli import parse_extra_vars, print_summary
+from k26deploy.cli import parse_extra_vars, print_summary, serial_is_valid
 from k26deploy.progress import LiveView, ProgressTail, format_elapsed, format_host_state, format_progress
 from k26deploy.results import (
     EXIT_BAD_INPUT,
@@ -237,6 +237,16 @@ def test_rescued_failure_does_not_fail_the_host():
     assert result.hosts["gpu-01"].failed_task is None
     assert result.stats["gpu-01"].rescued == 1
     assert result.exit_code == EXIT_OK
+
+
+def test_a_looped_task_fails_with_its_failed_item_message():
+    res = {"failed": True, "msg": "One or more items failed", "results": [
+        {"failed": False, "msg": "", "item": "router-1"},
+        {"failed": True, "msg": "the router at http://127.0.0.1:30080 did not list its workers", "item": "router-2"}]}
+    events = [event("runner_on_failed", "gpu-01", "Leave the routers", "k26.deploy.sglang_router_worker", res),
+              stats(failures={"gpu-01": 1})]
+    result = build_run_result(events, playbook=PLAYBOOK, status="failed", rc=2)
+    assert result.hosts["gpu-01"].msg == "the router at http://127.0.0.1:30080 did not list its workers"
 
 
 def test_ignored_failure_is_not_a_failure_without_stats():
@@ -528,6 +538,19 @@ def test_findings_from_set_stats_are_data_errors_first_and_printed_one_per_line(
     assert lines == ["ERROR   K26-SGLANG-REFUSES: SGLang refuses the options. Fix: fix it.",
                      "WARNING K26-PP-ASYNC-DEPTH: pp-size 8 with depth 0. Fix: set pp-async-batch-depth: 8.",
                      "INFO    K26-GPU-COUNT: not checked"]
+
+
+@pytest.mark.parametrize("text, valid", [("1", True), ("4", True), ("25%", True), ("100%", True), ("0", False),
+                                         ("0%", False), ("101%", False), ("-1", False), ("one", False), ("", False)])
+def test_serial_takes_what_ansible_serial_takes(text, valid):
+    assert serial_is_valid(text) is valid
+
+
+def test_a_bad_serial_is_bad_input_before_any_run(capsys):
+    from k26deploy.cli import main
+    assert main(["deploy", "--serial", "0", "--json", "-i", "nowhere"]) == EXIT_BAD_INPUT
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "error" and "--serial" in result["error"] and result["bad_input"]
 
 
 def test_strict_is_an_option_of_deploy_and_preflight_only():

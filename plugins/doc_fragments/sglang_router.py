@@ -1,0 +1,31 @@
+# -*- coding: utf-8 -*-
+"""The options every module that talks to SGLang's router (smg) takes: its address, its key and TLS."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment(object):
+
+    DOCUMENTATION = r"""
+options:
+  router_url:
+    description:
+      - Base URL of the router, for example C(http://127.0.0.1:30080).
+      - The module runs where this address answers; C(delegate_to) the router host when the router listens on
+        loopback.
+    type: str
+    required: true
+  api_key:
+    description:
+      - The key of the router, which is also the replicas' key (smg passes the client's key on to the replica).
+    type: str
+  validate_certs:
+    description:
+      - Verify the router's and the replicas' HTTPS certificates.
+    type: bool
+    default: true
+  ca_path:
+    description:
+      - CA bundle for the router's and the replicas' HTTPS certificates.
+    type: path
+"""

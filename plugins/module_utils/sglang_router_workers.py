@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+"""What the sglang_router_worker module decides, apart from its I/O: a replica's entries in the router's
+``GET /workers`` answer (smg), and the requests a replica still has, from its Prometheus ``/metrics``."""
+
+from __future__ import annotations
+
+import re
+
+# SGLang's gauges of requests being decoded and waiting to be scheduled (--enable-metrics).
+BUSY_METRICS = ('sglang:num_running_reqs', 'sglang:num_queue_reqs')
+_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)')
+
+
+def same_url(first, second):
+    return str(first).rstrip('/') == str(second).rstrip('/')
+
+
+def worker_entries(body):
+    """The workers of smg's ``GET /workers`` answer (``{"workers": [...]}``); None when the body is not one."""
+    if not isinstance(body, dict) or not isinstance(body.get('workers'), list):
+        return None
+    return [entry for entry in body['workers'] if isinstance(entry, dict) and 'url' in entry]
+
+
+def entries_for(entries, url):
+    """The router's entries for the replica at ``url`` (a removal in progress keeps one, status draining)."""
+    return [entry for entry in entries if same_url(entry['url'], url)]
+
+
+def join_state(entries, url):
+    """present: the router routes to ``url`` (listed, healthy, ready); pending: listed but not routable yet;
+    absent: not listed."""
+    found = entries_for(entries, url)
+    if not found:
+        return 'absent'
+    if any(entry.get('is_healthy') and entry.get('status', 'ready') == 'ready' for entry in found):
+        return 'present'
+    return 'pending'
+
+
+def healthy_count(entries):
+    """Entries the router routes to (healthy and ready)."""
+    return sum(1 for entry in entries if entry.get('is_healthy') and entry.get('status', 'ready') == 'ready')
+
+
+def summary(entries):
+    """What the router says of each entry, short enough for a message."""
+    return [{'id': entry.get('id'), 'url': entry.get('url'), 'status': entry.get('status'),
+             'is_healthy': entry.get('is_healthy')} for entry in entries]
+
+
+def busy_requests(metrics_text):
+    """Running plus queued requests of a replica, summed over its samples; None when the text has neither gauge."""
+    total, seen = 0.0, False
+    for line in (metrics_text or '').splitlines():
+        match = _SAMPLE.match(line)
+        if match and match.group('name') in BUSY_METRICS:
+            try:
+                total += float(match.group('value'))
+            except ValueError:
+                continue
+            seen = True
+    return int(total) if seen else None

@@ -1,0 +1,97 @@
+"""A fleet for tests and benchmarks: replica containers and a router container on a podman network of their own,
+deployed by one deploy_k26.yml run, and requests sent through the router from inside its container."""
+
+import collections
+import contextlib
+import json
+import os
+import subprocess
+import threading
+
+import yaml
+
+from harness import ROOT, VENV_BIN, demo_inventory, podman_network, systemd_container
+
+ROUTER_DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())
+ROUTER_PACKAGE = "%s==%s" % (ROUTER_DEFAULTS["sglang_router_package"], ROUTER_DEFAULTS["sglang_router_version"])
+ROUTER_URL = "http://127.0.0.1:%d" % ROUTER_DEFAULTS["sglang_router_port"]
+
+
+def wheelhouse():
+    """smg and its dependencies as wheels (pip's own configuration decides where from): the containers have no
+    package index, so the role installs from a copy of this directory."""
+    directory = ROOT / ".cache" / "wheelhouse" / ROUTER_PACKAGE.replace("==", "-")
+    directory.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(VENV_BIN / "pip"), "download", "--disable-pip-version-check", "-q", "--only-binary=:all:",
+                    "-d", str(directory), ROUTER_PACKAGE], check=True, timeout=600)
+    return directory
+
+
+@contextlib.contextmanager
+def fleet_containers(prefix, replicas, inventory_dir, router_vars=None):
+    """`replicas` replica containers and one router container on a network of their own, and an inventory for them
+    in `inventory_dir`: yields (replica containers, router container, inventory path)."""
+    tag = os.getpid()
+    with contextlib.ExitStack() as stack:
+        network = stack.enter_context(podman_network("%s-net-%d" % (prefix, tag)))
+        boxes = [stack.enter_context(systemd_container("%s-replica-%s-%d" % (prefix, chr(97 + n), tag),
+                                                       network=network)) for n in range(replicas)]
+        router = stack.enter_context(systemd_container("%s-router-%d" % (prefix, tag), network=network))
+        settings = {"sglang_router_wheelhouse": str(wheelhouse()), "sglang_router_policy": "round_robin",
+                    "sglang_router_ready_timeout": 120}
+        settings.update(router_vars or {})
+        inventory = demo_inventory(boxes[0], inventory_dir, *boxes[1:], routers=[router], router_vars=settings)
+        yield boxes, router, inventory
+
+
+def key_of(inventory):
+    with open(os.path.join(inventory, ".secrets", "api_key")) as handle:
+        return handle.read().strip()
+
+
+def chat(router, key, content, max_tokens=8):
+    """One chat completion through the router, from inside its container: (HTTP status, body)."""
+    body = json.dumps({"model": "kimi-k2.6", "messages": [{"role": "user", "content": content}],
+                       "max_tokens": max_tokens})
+    out = router.exec("curl -s -w '\\n%%{http_code}' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
+                      "-d '%s' %s/v1/chat/completions" % (key, body, ROUTER_URL), check=False).stdout
+    text, dummy, status = out.rpartition("\n")
+    return int(status or 0), text
+
+
+def router_workers(router, inventory):
+    """The router's workers: URL -> healthy."""
+    body = router.exec("curl -s -H 'Authorization: Bearer %s' %s/workers" % (key_of(inventory), ROUTER_URL)).stdout
+    return {worker["url"]: worker["is_healthy"] for worker in json.loads(body)["workers"]}
+
+
+class RequestStream:
+    """Chat requests through the router, `parallel` at a time, until stopped: the status codes seen."""
+
+    def __init__(self, router, key, parallel=1, max_tokens=32):
+        self.router, self.key, self.max_tokens = router, key, max_tokens
+        self.codes = collections.Counter()
+        self.stopped = threading.Event()
+        self.threads = [threading.Thread(target=self.run, daemon=True) for dummy in range(parallel)]
+
+    def run(self):
+        while not self.stopped.is_set():
+            self.codes[chat(self.router, self.key, "a steady stream", max_tokens=self.max_tokens)[0]] += 1
+
+    @property
+    def sent(self):
+        return sum(self.codes.values())
+
+    @property
+    def failed(self):
+        return self.sent - self.codes[200]
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
