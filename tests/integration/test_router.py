@@ -115,6 +115,10 @@ def test_a_router_that_cannot_start_fails_with_its_own_error(fleet):
     assert back.exit_code == 0 and back.hosts[router.name].ready, back.to_json()
 
 
+def invocation(replica):
+    return replica.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
+
+
 def started_at(replica):
     """When the service's process started, on the clock all containers share (CLOCK_MONOTONIC, microseconds)."""
     return int(replica.exec("systemctl show sglang.service -p ExecMainStartTimestampMonotonic --value").stdout)
@@ -137,14 +141,29 @@ def test_a_rolling_change_loses_no_request(fleet):
 
 def test_a_bad_change_stops_the_roll_at_the_first_replica(fleet):
     first, second, router, inventory, dummy = fleet
-    untouched = second.exec("systemctl show sglang.service -p InvocationID --value").stdout
+    untouched = invocation(second)
     with RequestStream(router, key_of(inventory)) as stream:
         result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_environment": CRASH})
     failed = result.hosts[first.name]
     assert result.exit_code == 1 and failed.reason == "crash_loop" and failed.rolled_back, result.to_json()
     assert "torch.OutOfMemoryError" in failed.journal_excerpt
-    assert second.exec("systemctl show sglang.service -p InvocationID --value").stdout == untouched
+    assert invocation(second) == untouched
     assert "SGLANG_SIM_FAILURE" not in second.exec("cat /etc/sglang/sglang.env").stdout
     assert stream.sent > 10 and stream.failed == 0, stream.codes
     # the first replica serves its previous configuration again, back in the router
+    assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
+
+
+def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet):
+    first, second, router, inventory, dummy = fleet
+    change = {"sglang_service_environment": {LOAD: 1}}
+    before = invocation(first)
+    # no time for the router to let the replica go: the run stops after writing the files, before the restart
+    stopped = k26deploy.deploy(inventory=inventory, extra_vars=dict(change, sglang_service_router_timeout=0))
+    assert stopped.exit_code == 1 and "still lists" in stopped.hosts[first.name].msg, stopped.to_json()
+    assert 'SGLANG_SIM_LOAD_SECONDS="1"' in first.exec("cat /etc/sglang/sglang.env").stdout
+    assert invocation(first) == before
+    again = k26deploy.deploy(inventory=inventory, extra_vars=change)
+    assert again.exit_code == 0 and again.hosts[first.name].restarted, again.to_json()
+    assert invocation(first) != before
     assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
