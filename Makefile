@@ -14,3 +14,5 @@ bench: setup
 	.venv/bin/python bench/readiness_latency.py
 	.venv/bin/python bench/deploy_time.py
 	.venv/bin/python bench/fleet_time.py
+	scripts/setup_aiperf.sh
+	.venv/bin/python bench/benchmark_model.py

@@ -73,13 +73,6 @@ def attention_backend_for(compute_capability, mla=True):
     return default_attention_backend(compute_capability, mla)
 
 
-def without_secrets(options):
-    """The options without the secret ones: what may be passed to a module (Ansible logs a module's arguments to the
-    target's journal) or shown."""
-    return {key: value for key, value in (options or {}).items()
-            if options_knowledge.option_key(key) not in SECRET_OPTION_KEYS}
-
-
 def redact_log_lines(lines, secrets=()):
     """Log lines with the values of every secret option (SGLang's server_args line, flags) and the given secrets
     masked."""
@@ -148,5 +141,5 @@ class FilterModule:
             "sglang_option_problems": option_problems,
             "sglang_client_host": client_host,
             "sglang_redact_log_lines": redact_log_lines,
-            "sglang_without_secrets": without_secrets,
+            "sglang_without_secrets": options_knowledge.without_secrets,
         }

@@ -217,6 +217,11 @@ def check_cuda_graph_off(ctx):
                  "; ".join(fixes), option_evidence(ctx, *read))
 
 
+def micro_batches_in_flight(pp, depth):
+    """Micro-batches a pipeline of PP stages keeps in flight with pp-async-batch-depth DEPTH (one stage each)."""
+    return min(pp, 1 + max(depth, 0)) if pp > 1 else 1
+
+
 def check_pp_async_depth(ctx):
     _tp, pp, _nnodes = parallel(ctx)
     if pp <= 1:
@@ -224,7 +229,7 @@ def check_pp_async_depth(ctx):
     depth = as_int(opt(ctx, "pp-async-batch-depth"), 0)
     if depth >= pp:
         return None
-    busy = max(depth, 1)
+    busy = micro_batches_in_flight(pp, depth)
     return found("pp-size %d with pp-async-batch-depth %d: at most %d/%d (%d%%) of the GPUs are busy at once "
                  "(with depth 0 the seed deployment's GPUs idled at 85 W of 600 W)."
                  % (pp, depth, busy, pp, int(100 * busy / pp)),

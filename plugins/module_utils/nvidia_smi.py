@@ -429,8 +429,9 @@ def gather_facts(runner, host=None, nvidia_smi=None):
     return facts
 
 
-def sample(runner, nvidia_smi, seconds, interval, clock=time.monotonic, sleep=time.sleep):
-    """Query utilization, power and SM clock every ``interval`` s for ``seconds`` s; return the summary.
+def sample(runner, nvidia_smi, seconds, interval, clock=time.monotonic, sleep=time.sleep, stop=None):
+    """Query utilization, power and SM clock every ``interval`` s for ``seconds`` s (or until ``stop()`` is true);
+    return the summary.
 
     One nvidia-smi call per sample (portable, no long-running child to stop); the achieved number of
     samples and duration are returned so that a slow nvidia-smi is visible.
@@ -450,7 +451,7 @@ def sample(runner, nvidia_smi, seconds, interval, clock=time.monotonic, sleep=ti
         elif len(failures) < 3:
             failures.append(classify_smi_failure(rc, out, err))
         next_tick = tick + interval
-        if next_tick >= deadline:
+        if next_tick >= deadline or (stop is not None and stop()):
             break
         delay = next_tick - clock()
         if delay > 0:

@@ -55,6 +55,12 @@ def _masked(match):
     return match.group(1) + quote + SECRET_MASK + quote
 
 
+def without_secrets(options):
+    """The options without the secret ones: what may be passed to a module (Ansible logs a module's arguments to the
+    target's journal) or shown."""
+    return {key: value for key, value in (options or {}).items() if option_key(key) not in SECRET_OPTION_KEYS}
+
+
 def redact_log_line(text):
     """A log line with the values of secret options replaced by the mask (None stays None)."""
     for pattern in SECRET_IN_LOG_PATTERNS:

@@ -330,6 +330,19 @@ def test_sample_h200_load_and_idle_rows():
     assert gpu["power_draw_pct_of_limit"] == round(100 * (81.07 + 690.12 + 687.74) / 3 / 700, 1)
 
 
+def test_sample_until_told_to_stop():
+    clock = FakeClock()
+    calls = []
+
+    def runner(argv):
+        calls.append(clock.now)
+        return 0, "0, 90, 600.00, 1500, 700.00\n", ""
+
+    result = smi.sample(runner, "nvidia-smi", 3600.0, 0.5, clock=clock, sleep=clock.sleep, stop=lambda: len(calls) == 3)
+    assert result["sample_count"] == 3 and result["gpus"][0]["samples"] == 3
+    assert calls == [100.0, 100.5, 101.0]
+
+
 def test_summarize_eight_gpus_and_failures():
     rows = smi.parse_csv("".join("%d, 0, 85.00, 345, 600.00\n" % i for i in range(8)) * 3, smi.SAMPLE_QUERY_FIELDS)
     summary = smi.summarize_samples(rows)

@@ -84,7 +84,7 @@ CASES = [
     ("K26-PP-ASYNC-DEPTH", "seed: depth 0", ctx({"pp-async-batch-depth": 0}), "warning",
      "at most 1/8 (12%) of the GPUs are busy at once"),
     ("K26-PP-ASYNC-DEPTH", "depth unset", ctx(drop=["pp-async-batch-depth"]), "warning", "1/8 (12%)"),
-    ("K26-PP-ASYNC-DEPTH", "depth 4", ctx({"pp-async-batch-depth": 4}), "warning", "4/8 (50%)"),
+    ("K26-PP-ASYNC-DEPTH", "depth 4", ctx({"pp-async-batch-depth": 4}), "warning", "5/8 (62%)"),
     ("K26-PP-ASYNC-DEPTH", "no pipeline", ctx({"pp-size": 1, "tp-size": 8, "pp-async-batch-depth": 0}), None, None),
     ("K26-NNODES-DIVISOR", "one node", ctx(), None, None),
     ("K26-NNODES-DIVISOR", "2 nodes divide 8", ctx({"nnodes": 2}), None, None),

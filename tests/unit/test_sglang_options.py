@@ -113,7 +113,7 @@ def test_one_list_of_attention_backends_everywhere():
 
 
 def test_options_without_secrets_keep_everything_else():
-    from ansible_collections.k26.deploy.plugins.filter.sglang_options import without_secrets
+    from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import without_secrets
 
     assert without_secrets({"api-key": "k", "admin_api_key": "a", "--ssl-keyfile-password": "p", "port": 1}) == {
         "port": 1}

@@ -27,7 +27,8 @@ config file), each also accepted as a command-line flag:
     SGLANG_SIM_LOAD_SECONDS             --sim-load-seconds             3.0  weight loading
     SGLANG_SIM_GRAPH_SECONDS            --sim-graph-seconds            1.0  CUDA graph capture
     SGLANG_SIM_WARMUP_SECONDS           --sim-warmup-seconds           1.0  warm-up request
-    SGLANG_SIM_TOKENS_PER_SECOND        --sim-tokens-per-second        50   per request (0: no delay)
+    SGLANG_SIM_TOKENS_PER_SECOND        --sim-tokens-per-second        model: the performance model below;
+                                        a number: that speed per request (0: no delay)
     SGLANG_SIM_HEALTH_GENERATE_SECONDS  --sim-health-generate-seconds  1.0  /health_generate once warm
     SGLANG_SIM_FAILURE                  --sim-failure                  none, crash_loading,
                                         hang_loading, crash_after_ready, warmup_fail
@@ -42,6 +43,17 @@ GPU mode (sglang_simulator_gpu.py, beside this file): with ``--sim-gpu auto`` wh
 loaded and the interpreter has PyTorch, or always with ``on``, one process per local rank takes
 mem-fraction-static of its GPU, captures a real CUDA graph, and runs real GPU work for every decode step, with
 NCCL between pipeline stages. Without it the simulator never touches a GPU.
+
+Performance model (CPU mode, ``--sim-tokens-per-second model``): every running request gets one token per decode
+step, and a step takes
+
+    pp_size * (stage_ms[decode graphs] + sequence_ms * ceil(running / micro_batches)) + host_ms * running
+
+where micro_batches = min(pp_size, 1 + pp-async-batch-depth) with PP > 1, else 1: with depth 0 one micro-batch
+travels the pipeline alone (the pipeline bubble), and without decode CUDA graphs every stage pays the launch
+overhead. The constants (PerformanceModel) are fitted to the seeds' Kimi K2.6 PP8 deployment on 8 RTX PRO 6000:
+graphs off with depth 0 gave 24.7 tok/s at concurrency 1 and 95.6 tok/s in all at 8; graphs on with depth 8 gave
+35.6 and 156.4 at 16. They describe that machine, not any other.
 
 ``--sim-check-only`` only parses and validates the options, then exits (0 when valid).
 
@@ -253,6 +265,10 @@ def non_negative_float(text):
     return value
 
 
+def tokens_per_second(text):
+    return text if text == "model" else non_negative_float(text)
+
+
 def yes_no(text):
     value = str(text).strip().lower()
     if value not in ("1", "0", "true", "false", "yes", "no"):
@@ -341,7 +357,7 @@ SIM_KNOBS = (
     ("--sim-graph-seconds", "SGLANG_SIM_GRAPH_SECONDS", "1.0", non_negative_float,
      "CUDA graph capture time (0 when graphs are disabled)"),
     ("--sim-warmup-seconds", "SGLANG_SIM_WARMUP_SECONDS", "1.0", non_negative_float, "warm-up time"),
-    ("--sim-tokens-per-second", "SGLANG_SIM_TOKENS_PER_SECOND", "50", non_negative_float,
+    ("--sim-tokens-per-second", "SGLANG_SIM_TOKENS_PER_SECOND", "model", tokens_per_second,
      "generation speed per request (0: no delay)"),
     ("--sim-health-generate-seconds", "SGLANG_SIM_HEALTH_GENERATE_SECONDS", "1.0", non_negative_float,
      "time /health_generate takes once warm"),
@@ -365,7 +381,7 @@ class SimSettings:
     load_seconds: float
     graph_seconds: float
     warmup_seconds: float
-    tokens_per_second: float
+    tokens_per_second: object  # "model" or a float
     health_generate_seconds: float
     failure: str
     crash_after_seconds: float
@@ -607,6 +623,36 @@ def illegal_memory_access_error():
 
 # --------------------------------------------------------------------------- serving state
 
+@dataclass(frozen=True)
+class PerformanceModel:
+    """How long one decode step takes (the module docstring has the formula and where the constants come from)."""
+    pp_size: int
+    async_batch_depth: int
+    decode_graphs: bool
+
+    STAGE_MS = {True: 2.74, False: 4.29}  # per stage and step: kernel launches with decode CUDA graphs / without
+    SEQUENCE_MS = 0.16  # per stage, per request of the micro-batch
+    HOST_MS = 4.86  # the scheduler's serial work per running request and step (sampling, detokenizing, streaming)
+
+    @classmethod
+    def of(cls, args):
+        return cls(args.pp_size, args.pp_async_batch_depth, plan_cuda_graphs(args)[0])
+
+    @property
+    def micro_batches(self):
+        return min(self.pp_size, 1 + self.async_batch_depth) if self.pp_size > 1 else 1
+
+    def step_seconds(self, running):
+        running = max(running, 1)
+        per_micro_batch = math.ceil(running / self.micro_batches)
+        stage_ms = self.STAGE_MS[self.decode_graphs] + self.SEQUENCE_MS * per_micro_batch
+        return (self.pp_size * stage_ms + self.HOST_MS * running) / 1000
+
+    def throughput(self, running):
+        """Output tokens per second of all RUNNING requests together."""
+        return running / self.step_seconds(running) if running > 0 else 0.0
+
+
 class Metrics:
     """Counters and gauges behind /metrics (thread-safe)."""
 
@@ -631,7 +677,7 @@ class Metrics:
         with self._lock:
             self.running -= 1
 
-    def render(self, model_name, tokens_per_second):
+    def render(self, model_name, throughput):
         escaped = model_name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         label = f'{{model_name="{escaped}"}}'
         with self._lock:
@@ -639,8 +685,7 @@ class Metrics:
                 ("num_running_reqs", "gauge", "The number of running requests.", self.running),
                 ("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", 0),
                 ("token_usage", "gauge", "The token usage.", 0.01 * self.running),
-                ("gen_throughput", "gauge", "The generation throughput (token/s).",
-                 tokens_per_second * self.running),
+                ("gen_throughput", "gauge", "The generation throughput (token/s).", throughput),
                 ("num_requests_total", "counter", "Number of requests processed.", self.requests),
                 ("prompt_tokens_total", "counter", "Number of prefill tokens processed.", self.prompt_tokens),
                 ("generation_tokens_total", "counter", "Number of generation tokens processed.",
@@ -663,11 +708,28 @@ class ServerState:
         self.status = "Starting"  # -> "Up" after warm-up
         self.metrics = Metrics()
         self.engine = None  # GPU mode: the decode-step engine that paces tokens
+        self.model = PerformanceModel.of(args)
         self.created = int(time.time())
 
     @property
     def warm(self):
         return self.status == "Up"
+
+    def next_token(self):
+        """Wait as long as one decode step takes for a running request."""
+        speed = self.settings.tokens_per_second
+        if self.engine is not None:
+            self.engine.next_token()
+        elif speed == "model":
+            time.sleep(self.model.step_seconds(self.metrics.running))
+        elif speed > 0:
+            time.sleep(1.0 / speed)
+
+    def throughput(self):
+        """Output tokens per second now (the gen_throughput gauge)."""
+        speed = self.settings.tokens_per_second
+        running = self.metrics.running
+        return self.model.throughput(running) if speed == "model" else speed * running
 
 
 class HttpError(Exception):
@@ -797,13 +859,13 @@ class Api:
         info = server_args_dict(self.args)
         info.update(version=VERSION, simulator=True, internal_states=[{
             "status": self.state.status,
-            "last_gen_throughput": self.state.settings.tokens_per_second,
+            "last_gen_throughput": round(self.state.throughput(), 2),
             "memory_usage": {"weight": round(weight_gb(self.args), 2), "graph": 0.85},
         }])
         handler.send_json(200, info)
 
     def metrics(self, handler, body):
-        text = self.state.metrics.render(self.args.served_model_name, self.state.settings.tokens_per_second)
+        text = self.state.metrics.render(self.args.served_model_name, self.state.throughput())
         handler.send_bytes(200, text.encode("utf-8"), "text/plain; version=0.0.4; charset=utf-8")
 
     # ---- health
@@ -975,13 +1037,8 @@ class Generation:
         return False
 
     def tokens(self, count):
-        speed = self.state.settings.tokens_per_second
-        engine = self.state.engine
         for index in range(count):
-            if engine is not None:
-                engine.next_token()
-            elif speed > 0:
-                time.sleep(1.0 / speed)
+            self.state.next_token()
             self.state.metrics.token()
             yield token_text(index)
 

@@ -1,0 +1,67 @@
+"""The benchmark's AIPerf command line and the reading of its export.
+
+The two exports under tests/fixtures/aiperf were written by AIPerf 0.13.0 against the SGLang simulator: one run
+where all 16 requests were served, one where half of 4 went to a closed port (ClientConnectorError).
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_aiperf as aiperf
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "aiperf"
+
+
+def export(name):
+    return json.loads((FIXTURES / (name + ".json")).read_text())
+
+
+def flag(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+def test_argv_asks_for_exact_lengths_streaming_and_the_servers_token_count():
+    argv = aiperf.aiperf_argv("/opt/aiperf/bin/aiperf", "http://127.0.0.1:30000", "k26", "/models/k26", 8, 32,
+                              256, 128, "/tmp/level-8")
+    assert argv[:2] == ["/opt/aiperf/bin/aiperf", "profile"]
+    assert (flag(argv, "--concurrency"), flag(argv, "--request-count")) == ("8", "32")
+    assert (flag(argv, "--isl"), flag(argv, "--isl-stddev"), flag(argv, "--osl"), flag(argv, "--osl-stddev")) == (
+        "256", "0", "128", "0")
+    assert flag(argv, "--extra-inputs") == "ignore_eos:true"
+    assert {"--streaming", "--use-server-token-count", "--no-gpu-telemetry"} <= set(argv)
+    assert flag(argv, "--artifact-dir") == "/tmp/level-8" and flag(argv, "--ui") == "none"
+    assert "--api-key" not in argv and "--goodput" not in argv
+
+
+def test_argv_turns_the_slos_into_goodput():
+    slos = {"ttft_ms": 500, "tpot_ms": 40, "itl_ms": None}
+    argv = aiperf.aiperf_argv("aiperf", "u", "m", "t", 1, 4, 8, 8, "d", slos=slos)
+    assert flag(argv, "--goodput") == "inter_token_latency:40 time_to_first_token:500"
+
+
+def test_a_served_level_reads_every_figure():
+    level = aiperf.level_record(4, export("concurrency4_all_served"), gpus=[{"index": 0}])
+    assert level["concurrency"] == 4 and level["gpus"] == [{"index": 0}]
+    assert level["output_tokens_per_second"] == pytest.approx(169.576)
+    assert level["per_request_tokens_per_second"] == pytest.approx(44.338)
+    assert level["requests_per_second"] == pytest.approx(5.299)
+    assert level["goodput_requests_per_second"] == pytest.approx(5.299)
+    assert level["output_tokens_mean"] == 32.0
+    assert set(level["ttft_ms"]) == {"p50", "p90", "p99"}
+    assert level["ttft_ms"]["p50"] <= level["ttft_ms"]["p90"] <= level["ttft_ms"]["p99"]
+    assert level["itl_ms"]["p50"] == pytest.approx(23.062)
+    assert level["tpot_ms"]["p50"] > 0
+    assert (level["requests"], level["errors"], level["error_kinds"], level["complete"]) == (16, 0, [], True)
+
+
+def test_a_level_with_failed_requests_counts_them_by_kind():
+    level = aiperf.level_record(4, export("concurrency4_half_failed"))
+    assert (level["requests"], level["errors"]) == (4, 2)
+    assert level["error_kinds"] == [{"type": "ClientConnectorError", "count": 2}]
+
+
+def test_a_level_where_every_request_failed_has_no_figures():
+    level = aiperf.failed_level(8, 16)
+    assert (level["requests"], level["errors"], level["complete"]) == (16, 16, False)
+    assert level["output_tokens_per_second"] is None and level["ttft_ms"] is None
