@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "roles" / "sglang" / "files"), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "roles" / "sglang" / "files"), str(ROOT / "tests" / "integration")]
 
 import sglang_simulator  # noqa: E402
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_aiperf as aiperf  # noqa: E402

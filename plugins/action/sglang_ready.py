@@ -10,18 +10,17 @@ result, less the internal keys, is the task's result.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.k26.deploy.plugins.module_utils.k26_progress import PROGRESS_FILE_ENV, write_progress
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import SECRET_MASK
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROGRESS_RECORD_FIELDS
+from ansible_collections.k26.deploy.plugins.plugin_utils.progress_action import ProgressAction
 
 display = Display()
 
-PROGRESS_FILE_ENV = 'K26DEPLOY_PROGRESS_FILE'
 INTERNAL_KEYS = ('resume', 'done')
 MAX_LOG_CHARS = 300
 
@@ -54,31 +53,12 @@ def progress_line(record):
     return line
 
 
-def append_progress(path, record):
-    """Append one JSON line with a single write (O_APPEND keeps lines of parallel forks whole)."""
-    data = (json.dumps(record, sort_keys=True) + '\n').encode('utf-8')
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+class ActionModule(ProgressAction):
 
+    CHECK_MODE_DROPPED = ('resume',)
 
-class ActionModule(ActionBase):
-
-    TRANSFERS_FILES = False
-
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp  # tmp no longer has any effect
-
-        args = dict(self._task.args)
-        if self._task.check_mode:
-            args.pop('resume', None)
-            result.update(self._execute_module(module_args=args, task_vars=task_vars))
-            return result
-
-        host = task_vars.get('inventory_hostname', '') if task_vars else ''
+    def run_in_steps(self, args, task_vars):
+        host = task_vars.get('inventory_hostname', '')
         unit = str(args.get('unit', ''))
         secrets = [str(args['api_key'])] if args.get('api_key') else []
         progress_file = os.environ.get(PROGRESS_FILE_ENV)
@@ -99,14 +79,8 @@ class ActionModule(ActionBase):
             record = progress_record(host, unit, slice_result, secrets, hide_log=self._task.no_log)
             record.update(done=True, reason=slice_result['reason'], ready=bool(slice_result.get('ready')))
             self._write_progress(progress_file, record)
-        result.update(slice_result)
-        return result
+        return slice_result
 
     @staticmethod
     def _write_progress(path, record):
-        if not path:
-            return
-        try:
-            append_progress(path, record)
-        except OSError as exc:
-            display.warning('sglang_ready: cannot append progress to %s: %s' % (path, exc))
+        write_progress(record, lambda text: display.warning('sglang_ready: ' + text), path=path)

@@ -266,6 +266,13 @@ def summarize_samples(rows):
     return summary
 
 
+def summarize_window(timed_rows, start, end):
+    """summarize_samples over the (time, row) pairs taken from START to END (Unix times); all of them when the
+    window is unknown or holds none (a run shorter than one sampling interval)."""
+    inside = [row for taken, row in timed_rows if start is not None and end is not None and start <= taken <= end]
+    return summarize_samples(inside or [row for dummy, row in timed_rows])
+
+
 class Host:
     """File-system access used while gathering; tests substitute a fake."""
 
@@ -429,9 +436,8 @@ def gather_facts(runner, host=None, nvidia_smi=None):
     return facts
 
 
-def sample(runner, nvidia_smi, seconds, interval, clock=time.monotonic, sleep=time.sleep, stop=None):
-    """Query utilization, power and SM clock every ``interval`` s for ``seconds`` s (or until ``stop()`` is true);
-    return the summary.
+def sample(runner, nvidia_smi, seconds, interval, clock=time.monotonic, sleep=time.sleep):
+    """Query utilization, power and SM clock every ``interval`` s for ``seconds`` s; return the summary.
 
     One nvidia-smi call per sample (portable, no long-running child to stop); the achieved number of
     samples and duration are returned so that a slow nvidia-smi is visible.
@@ -451,7 +457,7 @@ def sample(runner, nvidia_smi, seconds, interval, clock=time.monotonic, sleep=ti
         elif len(failures) < 3:
             failures.append(classify_smi_failure(rc, out, err))
         next_tick = tick + interval
-        if next_tick >= deadline or (stop is not None and stop()):
+        if next_tick >= deadline:
             break
         delay = next_tick - clock()
         if delay > 0:

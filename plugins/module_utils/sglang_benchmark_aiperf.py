@@ -19,6 +19,8 @@ Definitions (AIPerf 0.13.0's export, schema 1.4; every metric is ``{"unit", "avg
 
 from __future__ import annotations
 
+import datetime
+
 #: the export AIPerf writes into its --artifact-dir
 EXPORT_FILE = "profile_export_aiperf.json"
 #: AIPerf counts output tokens with the tokenizer over the returned text unless told to use the server's usage
@@ -38,20 +40,29 @@ DISTRIBUTIONS = {
     "itl_ms": "inter_chunk_latency",
     "latency_ms": "request_latency",
 }
+#: the environment variable that carries the API key to LAUNCH_CODE
+API_KEY_ENV = "K26_BENCHMARK_API_KEY"
+#: run as ``python -c LAUNCH_CODE ARGS...`` with the venv's python: AIPerf's own CLI, the key added to its arguments
+#: inside the process (the process list shows ARGS only); its worker processes get their settings from it, not argv
+LAUNCH_CODE = ("import os, sys; key = os.environ.pop(%r, ''); "
+               "sys.argv = ['aiperf'] + sys.argv[1:] + (['--api-key', key] if key else []); "
+               "from aiperf.cli import app; sys.exit(app())" % API_KEY_ENV)
 #: AIPerf's SLO names for goodput (milliseconds)
 SLO_METRICS = {"ttft_ms": "time_to_first_token", "tpot_ms": "inter_token_latency"}
 
 
 def aiperf_argv(aiperf, url, model, tokenizer, concurrency, requests, input_tokens, output_tokens, artifact_dir,
-                slos=None, endpoint_type="chat", seed=42):
-    """The ``aiperf profile`` command line of one level (without the API key: the launcher adds it in-process).
+                slos=None, endpoint_type="chat", seed=42, duration=0):
+    """The ``aiperf profile`` command line of one level (without the API key: the launcher adds it in-process):
+    REQUESTS requests, or as many as DURATION seconds take when it is above 0.
 
     A request rate far above what a server reaches keeps AIPerf's timing process from spinning on a CPU core while
     the concurrency still bounds the requests in flight.
     """
     argv = [aiperf, "profile", "--model", model, "--tokenizer", tokenizer, "--url", url,
             "--endpoint-type", endpoint_type, "--streaming",
-            "--concurrency", str(concurrency), "--request-count", str(requests),
+            "--concurrency", str(concurrency),
+            *(("--benchmark-duration", str(duration)) if duration else ("--request-count", str(requests))),
             "--request-rate", str(max(200, 50 * concurrency)), "--arrival-pattern", "constant",
             "--isl", str(input_tokens), "--isl-stddev", "0", "--osl", str(output_tokens), "--osl-stddev", "0",
             "--extra-inputs", "ignore_eos:true", "--use-server-token-count",
@@ -62,6 +73,11 @@ def aiperf_argv(aiperf, url, model, tokenizer, concurrency, requests, input_toke
     if goodput:
         argv += ["--goodput", goodput]
     return argv
+
+
+def requests_of(concurrency, per_concurrency, minimum):
+    """Requests of one level: enough that every slot of the concurrency serves several."""
+    return max(minimum, concurrency * per_concurrency)
 
 
 def statistic(export, metric, name):
@@ -85,6 +101,15 @@ def level_record(concurrency, export, gpus=None):
                              for item in export.get("error_summary") or []]
     record["complete"] = bool(export.get("is_complete")) and not export.get("was_cancelled")
     return record
+
+
+def profiling_window(export):
+    """(start, end) of the measured requests as Unix times (AIPerf writes local times without a zone), else
+    (None, None); GPU samples outside it belong to AIPerf's own start and end, not to the level."""
+    try:
+        return tuple(datetime.datetime.fromisoformat(export[key]).timestamp() for key in ("start_time", "end_time"))
+    except (KeyError, TypeError, ValueError):
+        return None, None
 
 
 def failed_level(concurrency, requests, gpus=None):

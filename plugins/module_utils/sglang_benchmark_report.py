@@ -43,6 +43,25 @@ def config_hash(options):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+def result_stem(host, when, digest):
+    """The file name (without extension) of one sweep's results: host, UTC time and configuration hash."""
+    return "%s-%s-%s" % (re.sub(r"[^A-Za-z0-9_.-]", "_", host), when.replace(":", "").replace("-", ""), digest)
+
+
+def pick_baseline(host, previous):
+    """The newest earlier sweep of HOST that did not fail its gate (a sweep the gate rolled back is no baseline)."""
+    eligible = [sweep for sweep in previous if sweep.get("host") == host
+                and (sweep.get("gate") or {}).get("passed") is not False]
+    return max(eligible, key=lambda sweep: sweep.get("time") or "", default=None)
+
+
+def baseline_reference(baseline):
+    """What a result keeps of its baseline: when, which configuration, which file, its levels (not its baseline)."""
+    if not baseline:
+        return None
+    return {key: baseline.get(key) for key in ("time", "config_hash", "file", "levels")}
+
+
 def by_concurrency(levels):
     return {level["concurrency"]: level for level in levels or []}
 
@@ -238,18 +257,20 @@ def percentiles(values):
     return "/".join(cell(values.get(key)) for key in ("p50", "p90", "p99"))
 
 
+def level_line(level, before=None):
+    """'C=8: 95.6 tok/s (12.0 per request), +44.1% against the baseline, TTFT p50 80.1 ms, errors 0, GPU util 12%'."""
+    change = percent_change((before or {}).get(GATED), level.get(GATED))
+    utilization = mean_utilization(level)
+    return "C=%d: %s tok/s (%s per request)%s, TTFT p50 %s ms, errors %s%s" % (
+        level["concurrency"], cell(level.get(GATED)), cell(level.get("per_request_tokens_per_second")),
+        "" if change is None else ", %+.1f%% against the baseline" % change,
+        cell((level.get("ttft_ms") or {}).get("p50")), cell(level.get("errors")),
+        "" if utilization is None else ", GPU util %.1f%%" % utilization)
+
+
 def summary_lines(sweep):
     """One line per level and per diagnosis, for the CLI and the play's output."""
     before = by_concurrency((sweep.get("baseline") or {}).get("levels"))
-    lines = []
-    for level in sweep["levels"]:
-        old = before.get(level["concurrency"], {})
-        change = percent_change(old.get(GATED), level.get(GATED))
-        utilization = mean_utilization(level)
-        lines.append("C=%d: %s tok/s (%s per request)%s, TTFT p50 %s ms, errors %s%s" % (
-            level["concurrency"], cell(level.get(GATED)), cell(level.get("per_request_tokens_per_second")),
-            "" if change is None else ", %+.1f%% against the baseline" % change,
-            cell((level.get("ttft_ms") or {}).get("p50")), cell(level.get("errors")),
-            "" if utilization is None else ", GPU util %.1f%%" % utilization))
+    lines = [level_line(level, before.get(level["concurrency"])) for level in sweep["levels"]]
     lines += ["%s: %s Fix: %s" % (item["id"], item["message"], item["fix"]) for item in sweep.get("diagnosis") or []]
     return lines

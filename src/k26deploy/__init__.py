@@ -53,6 +53,7 @@ __all__ = [
     "status",
     "rollback",
     "logs",
+    "bench",
     "run",
     "RunResult",
     "HostResult",
@@ -76,7 +77,7 @@ __version__ = "0.1.0"
 
 def run(command: str, inventory: Any = None, extra_vars: Mapping[str, Any] | None = None, *,
         playbook: str | None = None, **options: Any) -> RunResult:
-    """Run ``command`` (deploy, preflight, status, rollback, logs) or, with ``playbook``, another playbook with its
+    """Run ``command`` (deploy, preflight, status, rollback, logs, bench) or, with ``playbook``, another playbook with its
     semantics; ``options`` are :class:`PlaybookRun`'s keyword arguments.
 
     Raises ``BadInputError`` when the playbook or inventory is missing (before anything runs)
@@ -109,3 +110,9 @@ def rollback(inventory: Any = None, extra_vars: Any = None, **options: Any) -> R
 def logs(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
     """Run ``playbooks/logs.yml``: each host's journal excerpt in ``HostResult.journal_excerpt``."""
     return run("logs", inventory, extra_vars, **options)
+
+
+def bench(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
+    """Run ``playbooks/benchmark.yml``: a concurrency sweep per host, in ``HostResult.benchmark`` (levels,
+    diagnosis, change against the host's previous sweep, gate, report files on this machine)."""
+    return run("bench", inventory, extra_vars, **options)

@@ -49,6 +49,7 @@ COMMAND_HELP = {
     "status": "report each host's service: ready, model, endpoint (playbooks/status.yml)",
     "rollback": "restore the last configuration that reached ready (playbooks/rollback.yml)",
     "logs": "show each host's journal excerpt for the service (playbooks/logs.yml)",
+    "bench": "benchmark each host's endpoint at several concurrency levels and report (playbooks/benchmark.yml)",
 }
 
 
@@ -160,11 +161,55 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--serial", metavar="N|P%",
                                  help="replicas behind a router changed at a time, a number or a percentage "
                                       "(extra var k26_serial; default 1)")
+        if name == "bench":
+            add_bench_arguments(command)
         if name in ("deploy", "preflight"):
             command.add_argument("--strict", action="store_true",
                                  help="every preflight warning is an error: stop before anything changes "
                                       "(extra var k26_preflight_strict)")
     return parser
+
+
+def add_bench_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--levels", metavar="C,C,...",
+                         help="concurrency levels, e.g. 1,8,16,32 (extra var sglang_benchmark_levels)")
+    command.add_argument("--input-tokens", type=int, metavar="N",
+                         help="prompt length in tokens (extra var sglang_benchmark_input_tokens)")
+    command.add_argument("--output-tokens", type=int, metavar="N",
+                         help="output length in tokens (extra var sglang_benchmark_output_tokens)")
+    command.add_argument("--gate", type=float, metavar="SHARE",
+                         help="fail when a level's tok/s fell by more than this share against the host's previous "
+                              "sweep, e.g. 0.1 (extra var sglang_service_benchmark_gate)")
+    command.add_argument("--results-dir", metavar="DIR",
+                         help="where the results go on this machine (extra var sglang_benchmark_results_dir; "
+                              "default ~/.local/share/k26deploy/benchmarks)")
+
+
+def bench_extra_vars(args: argparse.Namespace) -> dict[str, Any]:
+    """The bench command's flags as extra vars; BadInputError names a bad one before anything runs."""
+    extra: dict[str, Any] = {}
+    if args.levels is not None:
+        try:
+            levels = [int(part) for part in args.levels.split(",")]
+        except ValueError:
+            levels = []
+        if not levels or min(levels) < 1:
+            raise BadInputError(f"--levels must list whole numbers of 1 or more, like 1,8,16,32; not {args.levels!r}")
+        extra["sglang_benchmark_levels"] = levels
+    for flag, name, minimum in (("input_tokens", "sglang_benchmark_input_tokens", 1),
+                                ("output_tokens", "sglang_benchmark_output_tokens", 2)):
+        value = getattr(args, flag)
+        if value is not None:
+            if value < minimum:
+                raise BadInputError(f"--{flag.replace('_', '-')} must be at least {minimum}, not {value}")
+            extra[name] = value
+    if args.gate is not None:
+        if not 0 <= args.gate < 1:
+            raise BadInputError(f"--gate is a share from 0 to below 1 (0.1 is 10%), not {args.gate}")
+        extra["sglang_service_benchmark_gate"] = args.gate
+    if args.results_dir is not None:
+        extra["sglang_benchmark_results_dir"] = str(Path(args.results_dir).expanduser().resolve())
+    return extra
 
 
 def serial_is_valid(text: str) -> bool:
@@ -223,6 +268,11 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
                       f"{'' if worker.get('is_healthy') else ', not healthy'}\n")
         for finding in host.findings or []:
             out.write(f"    {format_finding(finding)}\n")
+        for line in (host.benchmark or {}).get("lines") or []:
+            out.write(f"    {line}\n")
+        files = (host.benchmark or {}).get("files") or {}
+        if files:
+            out.write("    report: " + ", ".join(str(path) for path in files.values() if path) + "\n")
         if host.failed_task and (host.failed or host.unreachable):
             out.write(f"    failed task: {host.failed_task}\n")
         if host.msg and (host.failed or host.unreachable or host.ready is False):
@@ -283,6 +333,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _early_failure(args, "--serial must be a whole number above 0 or a percentage from 1% to 100%, "
                                         f"not {args.serial!r}", EXIT_BAD_INPUT)
         extra_vars["k26_serial"] = args.serial
+    if args.command == "bench":
+        try:
+            extra_vars.update(bench_extra_vars(args))
+        except BadInputError as exc:
+            return _early_failure(args, str(exc), EXIT_BAD_INPUT)
 
     view = None if args.quiet else LiveView(sys.stderr, raw=args.verbose > 0)
     cancel_event = threading.Event()

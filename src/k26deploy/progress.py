@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import IO, Any, Callable, Mapping
 
-from .results import HostResult, is_readiness_action
+from .results import HostResult, is_progress_action, is_readiness_action
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
@@ -178,7 +178,7 @@ class LiveView:
         data = event.get("event_data") or {}
         host = data.get("host")
         action = data.get("task_action")
-        if is_readiness_action(action):
+        if is_progress_action(action):
             if name == "runner_on_start":
                 self._answered.discard(host)
             elif name in ("runner_on_ok", "runner_on_failed"):
@@ -194,6 +194,8 @@ class LiveView:
             self._write(f"  task: {data.get('task') or data.get('name')}")
         elif name == "runner_on_start" and is_readiness_action(action):
             self._write(f"  [{host}] waiting for readiness ...")
+        elif name == "runner_on_start" and is_progress_action(action):
+            self._write(f"  [{host}] benchmarking, one line per concurrency level ...")
         elif name == "runner_on_ok" and is_readiness_action(action):
             res = data.get("res") or {}
             state = "ready" if res.get("ready") else f"not ready ({res.get('reason')})"

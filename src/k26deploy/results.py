@@ -94,6 +94,7 @@ SUMMARY_FIELDS = (
     "timeline",
     "findings",
     "workers",
+    "benchmark",
 )
 
 #: fields of a readiness progress record (the sglang_ready action plugin's, see its PROGRESS_RECORD_FIELDS) that a
@@ -109,6 +110,11 @@ _RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "
 def is_readiness_action(task_action: str | None) -> bool:
     """True for the ``sglang_ready`` module, however it is spelled (FQCN or short)."""
     return bool(task_action) and str(task_action).rsplit(".", maxsplit=1)[-1] == "sglang_ready"
+
+
+def is_progress_action(task_action: str | None) -> bool:
+    """True for the modules whose action plugins write progress records: ``sglang_ready``, ``sglang_benchmark``."""
+    return bool(task_action) and str(task_action).rsplit(".", maxsplit=1)[-1] in ("sglang_ready", "sglang_benchmark")
 
 
 def is_bad_input_action(task_action: str | None) -> bool:
@@ -241,6 +247,9 @@ class HostResult:
     #: on a router host (the sglang_router role): the replicas it routes to as it lists them, each a dict with
     #: ``url``, ``status`` and ``is_healthy``
     workers: list[dict[str, Any]] | None = None
+    #: the host's benchmark sweep (bench, or deploy with sglang_service_benchmark): ``levels``, ``diagnosis``,
+    #: ``changes`` against the baseline, ``gate`` (enabled, passed, msg), ``files`` on the controller, ``lines``
+    benchmark: dict[str, Any] | None = None
 
     def findings_of(self, severity: str) -> list[dict[str, Any]]:
         return [f for f in self.findings or [] if f.get("severity") == severity]

@@ -51,6 +51,7 @@ PLAYBOOKS = {
     "status": "playbooks/status.yml",
     "rollback": "playbooks/rollback.yml",
     "logs": "playbooks/logs.yml",
+    "bench": "playbooks/benchmark.yml",
 }
 
 PROJECT_DIR_ENV = "K26DEPLOY_PROJECT_DIR"

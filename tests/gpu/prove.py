@@ -20,9 +20,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "integration")]
 
 import k26deploy  # noqa: E402
+from sim_tokenizer import write_tokenizer  # noqa: E402
 
 INVENTORY = ROOT / "tests" / "gpu" / "inventory.yml"
 SAMPLE_PLAYBOOK = ROOT / "tests" / "gpu" / "sample.yml"
@@ -178,6 +179,7 @@ def prepare(args):
     model = STATE_DIR / "model"
     model.mkdir(parents=True, exist_ok=True)
     (model / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
+    write_tokenizer(model)  # the benchmark's prompts; the stand-in answers one word per token
     key_file = STATE_DIR / "api_key"
     if not key_file.exists():
         key_file.write_text(secrets.token_urlsafe(24))
@@ -283,20 +285,56 @@ def prove_manual_rollback(proof, args):
                 f"rollback: {describe(rolled)}; {host_of(rolled).msg}; status ready={host_of(status).ready}")
 
 
+def level_figure(level):
+    return "C=%d %.0f tok/s, %s" % (level["concurrency"], level.get("output_tokens_per_second") or 0,
+                                    figures(level.get("gpus") or []))
+
+
+def prove_benchmark(proof, args):
+    """k26deploy bench with AIPerf installed into this interpreter's venv from the wheelhouse given."""
+    results = Path(os.environ.get("OUT") or STATE_DIR) / "benchmark"
+    bench_vars = deploy_vars(args, sglang_benchmark_venv_dir=sys.prefix, sglang_benchmark_wheelhouse=args.bench,
+                             sglang_benchmark_results_dir=str(results), sglang_benchmark_levels=[1, 8, 16, 32],
+                             sglang_benchmark_input_tokens=128, sglang_benchmark_output_tokens=512,
+                             sglang_benchmark_gpu_sample_interval=0.5)
+    started = time.monotonic()
+    result = k26deploy.bench(str(INVENTORY), bench_vars)
+    benchmark = host_of(result).benchmark or {}
+    levels = benchmark.get("levels") or []
+    sampled = all(level.get("gpus") for level in levels)
+    figure = "; ".join(level_figure(level) for level in levels)
+    proof.check("k26deploy bench measures every level with GPU samples",
+                result.exit_code == 0 and len(levels) == 4 and sampled and not any(level.get("errors") for level in levels),
+                f"exit {result.exit_code}, {time.monotonic() - started:.0f} s; {figure or host_of(result).msg}")
+    for line in benchmark.get("lines") or []:
+        print("[bench] " + line, flush=True)
+    markdown = (benchmark.get("files") or {}).get("markdown")
+    if markdown and Path(markdown).exists():
+        print(Path(markdown).read_text(), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pp", type=int, default=0, help="pp-size (default: one stage per GPU)")
+    parser.add_argument("--bench-only", action="store_true", help="deploy, then only the benchmark (with --bench)")
+    parser.add_argument("--bench", metavar="WHEELHOUSE",
+                        help="also run k26deploy bench, installing AIPerf from this directory of wheels into the "
+                             "interpreter's venv (results under $OUT, else /var/lib/k26-proof)")
     args = parser.parse_args()
     os.environ.setdefault("ANSIBLE_NOCOLOR", "1")
     prepare(args)
     print(f"[proof] {args.gpus} GPU(s), pp-size {args.pp}, interpreter {sys.executable}", flush=True)
     proof = Proof()
-    if prove_deploy(proof, args):
+    if prove_deploy(proof, args) and args.bench_only:
+        prove_benchmark(proof, args)
+    elif proof.ok:
         prove_gpu_access(proof, args)
         prove_load_and_idle(proof, args)
         prove_idempotence(proof, args)
         prove_oom_rollback(proof, args)
         prove_manual_rollback(proof, args)
+        if args.bench:
+            prove_benchmark(proof, args)
     print(proof.summary(), flush=True)
     return 0 if proof.ok else 1
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU proof, on a GPU host, as root:  tests/gpu/prove.sh [--pp N]
+# The GPU proof, on a GPU host, as root:  tests/gpu/prove.sh [--pp N] [--bench AIPERF_WHEELHOUSE]
 # Needs the bundle that tests/gpu/fetch.sh made on a machine with registry access (.gpu/, or K26_GPU_BUNDLE):
 # ansible-core and ansible-runner wheels for this host's python3 (the interpreter that holds PyTorch), and the
 # systemd packages used where PID 1 is not systemd. Then tests/gpu/prove.py deploys with deploy_k26.yml and

@@ -5,26 +5,15 @@ import collections
 import contextlib
 import json
 import os
-import subprocess
 import threading
 
 import yaml
 
-from harness import ROOT, VENV_BIN, demo_inventory, podman_network, systemd_container
+from harness import ROOT, demo_inventory, podman_network, systemd_container, wheelhouse
 
 ROUTER_DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())
 ROUTER_PACKAGE = "%s==%s" % (ROUTER_DEFAULTS["sglang_router_package"], ROUTER_DEFAULTS["sglang_router_version"])
 ROUTER_URL = "http://127.0.0.1:%d" % ROUTER_DEFAULTS["sglang_router_port"]
-
-
-def wheelhouse():
-    """smg and its dependencies as wheels (pip's own configuration decides where from): the containers have no
-    package index, so the role installs from a copy of this directory."""
-    directory = ROOT / ".cache" / "wheelhouse" / ROUTER_PACKAGE.replace("==", "-")
-    directory.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(VENV_BIN / "pip"), "download", "--disable-pip-version-check", "-q", "--only-binary=:all:",
-                    "-d", str(directory), ROUTER_PACKAGE], check=True, timeout=600)
-    return directory
 
 
 @contextlib.contextmanager
@@ -37,7 +26,7 @@ def fleet_containers(prefix, replicas, inventory_dir, router_vars=None):
         boxes = [stack.enter_context(systemd_container("%s-replica-%s-%d" % (prefix, chr(97 + n), tag),
                                                        network=network)) for n in range(replicas)]
         router = stack.enter_context(systemd_container("%s-router-%d" % (prefix, tag), network=network))
-        settings = {"sglang_router_wheelhouse": str(wheelhouse()), "sglang_router_policy": "round_robin",
+        settings = {"sglang_router_wheelhouse": str(wheelhouse(ROUTER_PACKAGE)), "sglang_router_policy": "round_robin",
                     "sglang_router_ready_timeout": 120}
         settings.update(router_vars or {})
         inventory = demo_inventory(boxes[0], inventory_dir, *boxes[1:], routers=[router], router_vars=settings)

@@ -158,6 +158,19 @@ def run_task(container, task, check=False, extra_env=None):
     return results[0]
 
 
+def wheelhouse(requirement):
+    """REQUIREMENT ("name==version") and its dependencies as wheels (pip's own configuration decides where from):
+    the containers have no package index, so the roles install from a copy of this directory."""
+    directory = ROOT / ".cache" / "wheelhouse" / requirement.replace("==", "-")
+    directory.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([str(VENV_BIN / "pip"), "download", "--disable-pip-version-check", "-q",
+                           "--only-binary=:all:", "-d", str(directory), requirement],
+                          capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode:
+        raise RuntimeError("pip download %s failed: %s" % (requirement, done.stderr[-3000:]))
+    return directory
+
+
 PODMAN_HOST = {"ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}
 
 

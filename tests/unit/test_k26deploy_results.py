@@ -22,6 +22,7 @@ from k26deploy.results import (
     EXIT_OK,
     EXIT_TIMEOUT,
     EXIT_UNREACHABLE,
+    HostResult,
     ResultBuilder,
     RunResult,
     build_run_result,
@@ -505,6 +506,22 @@ def test_live_view_lines():
     assert format_progress({"host": "h", "phase": None, "elapsed": 5}) == "[h] waiting 5s"
 
 
+def test_live_view_shows_a_benchmark_after_the_readiness_wait_ended():
+    out = io.StringIO()
+    view = LiveView(out)
+    for ev in deploy_events_ready():
+        view.on_event(ev)
+    view.on_event(event("runner_on_start", "gpu-01", "Run the sweep", "k26.deploy.sglang_benchmark"))
+    view.on_progress({"host": "gpu-01", "phase": "benchmark 1/2", "elapsed": 9,
+                      "last_log_line": "C=1: 35.6 tok/s (35.6 per request), TTFT p50 40.0 ms, errors 0"})
+    view.on_event(event("runner_on_ok", "gpu-01", "Run the sweep", "k26.deploy.sglang_benchmark", {"levels": []}))
+    view.on_progress({"host": "gpu-01", "phase": "benchmark 2/2", "elapsed": 20})  # late: suppressed
+    text = out.getvalue()
+    assert "[gpu-01] benchmarking, one line per concurrency level ..." in text
+    assert "[gpu-01] benchmark 1/2 9s | C=1: 35.6 tok/s (35.6 per request), TTFT p50 40.0 ms, errors 0" in text
+    assert "benchmark 2/2" not in text
+
+
 def test_summary_shows_failure_excerpt():
     events = [event("runner_on_failed", "gpu-01", "Wait for SGLang", "sglang_ready", failed_ready_res("crash_loop")),
               stats(failures={"gpu-01": 1})]
@@ -567,3 +584,42 @@ def test_host_results_read_only_fields_that_progress_records_carry():
     from k26deploy.results import HOST_PROGRESS_FIELDS
 
     assert set(HOST_PROGRESS_FIELDS) <= set(PROGRESS_RECORD_FIELDS)
+
+
+def bench_args(*flags):
+    from k26deploy.cli import build_parser
+    return build_parser().parse_args(["bench", *flags])
+
+
+def test_bench_flags_become_the_benchmark_variables(tmp_path):
+    from k26deploy.cli import bench_extra_vars
+
+    extra = bench_extra_vars(bench_args("--levels", "1,8,16", "--input-tokens", "64", "--output-tokens", "32",
+                                        "--gate", "0.1", "--results-dir", str(tmp_path)))
+    assert extra == {"sglang_benchmark_levels": [1, 8, 16], "sglang_benchmark_input_tokens": 64,
+                     "sglang_benchmark_output_tokens": 32, "sglang_service_benchmark_gate": 0.1,
+                     "sglang_benchmark_results_dir": str(tmp_path.resolve())}
+    assert bench_extra_vars(bench_args()) == {}
+
+
+@pytest.mark.parametrize("flags, named", [
+    (("--levels", "1,x"), "--levels"), (("--levels", "0,8"), "--levels"), (("--levels", ""), "--levels"),
+    (("--output-tokens", "1"), "--output-tokens"), (("--input-tokens", "0"), "--input-tokens"),
+    (("--gate", "1.5"), "--gate"), (("--gate", "-0.1"), "--gate"),
+])
+def test_bad_bench_flags_are_bad_input_before_any_run(flags, named, capsys):
+    from k26deploy.cli import main
+    assert main(["bench", *flags, "--json", "-i", "nowhere"]) == EXIT_BAD_INPUT
+    result = json.loads(capsys.readouterr().out)
+    assert result["bad_input"] and named in result["error"]
+
+
+def test_the_summary_shows_the_benchmark_lines_and_report_files():
+    host = HostResult(host="gpu-01", ready=True, benchmark={
+        "lines": ["C=1: 35.6 tok/s (35.6 per request), +44.1% against the baseline"],
+        "files": {"json": "/r/gpu-01.json", "markdown": "/r/gpu-01.md", "png": None}})
+    out = io.StringIO()
+    print_summary(RunResult(playbook="playbooks/benchmark.yml", status="successful", rc=0, hosts={"gpu-01": host}),
+                  "bench", out)
+    assert "    C=1: 35.6 tok/s (35.6 per request), +44.1% against the baseline\n" in out.getvalue()
+    assert "    report: /r/gpu-01.json, /r/gpu-01.md\n" in out.getvalue()

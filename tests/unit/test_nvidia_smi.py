@@ -330,17 +330,14 @@ def test_sample_h200_load_and_idle_rows():
     assert gpu["power_draw_pct_of_limit"] == round(100 * (81.07 + 690.12 + 687.74) / 3 / 700, 1)
 
 
-def test_sample_until_told_to_stop():
-    clock = FakeClock()
-    calls = []
-
-    def runner(argv):
-        calls.append(clock.now)
-        return 0, "0, 90, 600.00, 1500, 700.00\n", ""
-
-    result = smi.sample(runner, "nvidia-smi", 3600.0, 0.5, clock=clock, sleep=clock.sleep, stop=lambda: len(calls) == 3)
-    assert result["sample_count"] == 3 and result["gpus"][0]["samples"] == 3
-    assert calls == [100.0, 100.5, 101.0]
+def test_summarize_only_the_samples_of_the_window():
+    rows = smi.parse_csv("0, 0, 80.00, 345, 700.00\n0, 95, 650.00, 1500, 700.00\n0, 90, 640.00, 1500, 700.00\n"
+                         "0, 0, 80.00, 345, 700.00\n", smi.SAMPLE_QUERY_FIELDS)
+    timed = list(zip((10.0, 11.0, 12.0, 13.0), rows))
+    (busy,) = smi.summarize_window(timed, 10.5, 12.5)
+    assert busy["samples"] == 2 and busy["utilization_gpu_pct"]["mean"] == 92.5
+    assert smi.summarize_window(timed, None, None)[0]["samples"] == 4
+    assert smi.summarize_window(timed, 20.0, 21.0)[0]["samples"] == 4  # no sample inside: all of them
 
 
 def test_summarize_eight_gpus_and_failures():

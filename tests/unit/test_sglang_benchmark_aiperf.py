@@ -4,6 +4,9 @@ The two exports under tests/fixtures/aiperf were written by AIPerf 0.13.0 agains
 where all 16 requests were served, one where half of 4 went to a closed port (ClientConnectorError).
 """
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,11 @@ def test_argv_asks_for_exact_lengths_streaming_and_the_servers_token_count():
     assert {"--streaming", "--use-server-token-count", "--no-gpu-telemetry"} <= set(argv)
     assert flag(argv, "--artifact-dir") == "/tmp/level-8" and flag(argv, "--ui") == "none"
     assert "--api-key" not in argv and "--goodput" not in argv
+
+
+def test_argv_sends_requests_for_a_duration_instead_of_a_count():
+    argv = aiperf.aiperf_argv("aiperf", "u", "m", "t", 8, 32, 8, 8, "d", duration=60)
+    assert flag(argv, "--benchmark-duration") == "60" and "--request-count" not in argv
 
 
 def test_argv_turns_the_slos_into_goodput():
@@ -65,3 +73,33 @@ def test_a_level_where_every_request_failed_has_no_figures():
     level = aiperf.failed_level(8, 16)
     assert (level["requests"], level["errors"], level["complete"]) == (16, 16, False)
     assert level["output_tokens_per_second"] is None and level["ttft_ms"] is None
+
+
+@pytest.mark.parametrize("concurrency, requests", [(1, 8), (2, 8), (8, 32), (32, 128)])
+def test_every_slot_of_a_level_serves_several_requests(concurrency, requests):
+    assert aiperf.requests_of(concurrency, 4, 8) == requests
+
+
+def test_the_launcher_adds_the_key_inside_the_process_only(tmp_path):
+    """LAUNCH_CODE run by a real interpreter, with an aiperf.cli that reports what AIPerf would see."""
+    (tmp_path / "aiperf").mkdir()
+    (tmp_path / "aiperf" / "__init__.py").write_text("")
+    (tmp_path / "aiperf" / "cli.py").write_text(
+        "import json, os, sys\n"
+        "def app():\n"
+        "    print(json.dumps({'argv': sys.argv, 'key_in_env': %r in os.environ}))\n"
+        "    return 0\n" % aiperf.API_KEY_ENV)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), **{aiperf.API_KEY_ENV: "k-123"})
+    done = subprocess.run([sys.executable, "-c", aiperf.LAUNCH_CODE, "profile", "--url", "u"], env=env,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == {"argv": ["aiperf", "profile", "--url", "u", "--api-key", "k-123"],
+                                       "key_in_env": False}
+
+
+def test_the_profiling_window_is_read_from_the_export():
+    import datetime
+    start, end = aiperf.profiling_window(export("concurrency4_all_served"))
+    assert start == datetime.datetime(2026, 12, 1, 18, 31, 57, 724590).timestamp()
+    assert 3.0 < end - start < 3.1
+    assert aiperf.profiling_window({}) == (None, None)
+    assert aiperf.profiling_window({"start_time": "not a time", "end_time": None}) == (None, None)

@@ -528,3 +528,22 @@ def test_the_gate_holds_the_unrounded_loss():
     rows = report.changes([{"concurrency": 8, "output_tokens_per_second": 94.96}],
                           [{"concurrency": 8, "output_tokens_per_second": 100.0}])
     assert report.gate(rows, 5.0)[0] is False
+
+
+def sweep_at(time, host="gpu-01", passed=None):
+    return {"host": host, "time": time, "config_hash": "abc", "gate": {"passed": passed}, "levels": []}
+
+
+def test_the_baseline_is_the_newest_earlier_sweep_of_the_host_that_did_not_fail_its_gate():
+    previous = [sweep_at("2026-12-01T10:00:00Z"), sweep_at("2026-12-01T11:00:00Z", passed=True),
+                sweep_at("2026-12-01T12:00:00Z", passed=False), sweep_at("2026-12-01T13:00:00Z", host="gpu-02")]
+    assert report.pick_baseline("gpu-01", previous)["time"] == "2026-12-01T11:00:00Z"
+    assert report.pick_baseline("gpu-03", previous) is None
+
+
+def test_a_result_names_host_time_and_configuration_and_keeps_only_a_reference_to_its_baseline():
+    assert report.result_stem("gpu 01/a", "2026-12-01T10:00:00Z", "abc123") == "gpu_01_a-20261201T100000Z-abc123"
+    baseline = dict(sweep_at("2026-12-01T10:00:00Z"), file="/r/x.json", baseline={"time": "older"})
+    assert report.baseline_reference(baseline) == {"time": "2026-12-01T10:00:00Z", "config_hash": "abc",
+                                                   "file": "/r/x.json", "levels": []}
+    assert report.baseline_reference(None) is None

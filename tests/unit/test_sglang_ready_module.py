@@ -4,6 +4,8 @@ import json
 import pytest
 import yaml
 
+from ansible.plugins.action import ActionBase
+from ansible_collections.k26.deploy.plugins.action import sglang_benchmark as benchmark_action
 from ansible_collections.k26.deploy.plugins.action import sglang_ready as action
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROBE_READY, http_result
 from ansible_collections.k26.deploy.plugins.modules import sglang_ready
@@ -242,8 +244,8 @@ class FakeTask(object):
         self.action = 'sglang_ready'
 
 
-def make_action(monkeypatch, args, slices, check_mode=False):
-    plugin = action.ActionModule.__new__(action.ActionModule)
+def make_action(monkeypatch, args, slices, check_mode=False, plugin_module=action):
+    plugin = plugin_module.ActionModule.__new__(plugin_module.ActionModule)
     plugin._task = FakeTask(args, check_mode)
     sent = []
 
@@ -252,7 +254,7 @@ def make_action(monkeypatch, args, slices, check_mode=False):
         return slices.pop(0)
 
     monkeypatch.setattr(plugin, '_execute_module', execute_module, raising=False)
-    monkeypatch.setattr(action.ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(ActionBase, 'run', lambda self, tmp=None, task_vars=None: {})
     return plugin, sent
 
 
@@ -298,3 +300,32 @@ def test_action_stops_on_failure_and_in_check_mode(monkeypatch):
                                check_mode=True)
     assert plugin.run(task_vars={})['reason'] == 'check_mode'
     assert 'resume' not in sent[0]
+
+
+def sweep_level(concurrency, tok_s):
+    return {'concurrency': concurrency, 'output_tokens_per_second': tok_s, 'per_request_tokens_per_second': tok_s,
+            'ttft_ms': {'p50': 40.0}, 'errors': 0, 'gpus': []}
+
+
+def test_benchmark_action_runs_one_level_at_a_time_and_reports_each(monkeypatch, tmp_path):
+    progress_file = tmp_path / 'progress.jsonl'
+    monkeypatch.setenv('K26DEPLOY_PROGRESS_FILE', str(progress_file))
+    monkeypatch.setattr(benchmark_action.display, 'display', lambda msg, *a, **k: None)
+    levels = [{'changed': False, 'levels': [sweep_level(1, 35.6)], 'journal_lines': ['a'], 'tool': 'aiperf 0.13.0'},
+              {'changed': False, 'levels': [sweep_level(8, 128.9)], 'journal_lines': ['b'], 'tool': 'aiperf 0.13.0'}]
+    plugin, sent = make_action(monkeypatch, {'levels': [1, 8], 'unit': 'sglang.service'}, levels,
+                               plugin_module=benchmark_action)
+    result = plugin.run(task_vars={'inventory_hostname': 'gpu1'})
+    assert [s['levels'] for s in sent] == [[1], [8]]
+    assert [level['concurrency'] for level in result['levels']] == [1, 8]
+    assert result['journal_lines'] == ['a', 'b'] and result['tool'] == 'aiperf 0.13.0'
+    records = [json.loads(line) for line in progress_file.read_text().splitlines()]
+    assert [r['phase'] for r in records] == ['benchmark 1/2', 'benchmark 2/2']
+    assert records[1]['last_log_line'].startswith('C=8: 128.9 tok/s')
+
+
+def test_benchmark_action_stops_at_the_first_failed_level(monkeypatch):
+    monkeypatch.delenv('K26DEPLOY_PROGRESS_FILE', raising=False)
+    plugin, sent = make_action(monkeypatch, {'levels': [1, 8]}, [{'failed': True, 'msg': 'no aiperf'}],
+                               plugin_module=benchmark_action)
+    assert plugin.run(task_vars={})['msg'] == 'no aiperf' and len(sent) == 1

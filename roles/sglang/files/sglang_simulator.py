@@ -729,6 +729,8 @@ class ServerState:
         """Output tokens per second now (the gen_throughput gauge)."""
         speed = self.settings.tokens_per_second
         running = self.metrics.running
+        if self.engine is not None:
+            return 0.0  # GPU mode runs as fast as the GPU does; the figure is not known here
         return self.model.throughput(running) if speed == "model" else speed * running
 
 

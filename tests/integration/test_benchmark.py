@@ -1,0 +1,178 @@
+"""The seed's story end to end, against the simulator in a container with real systemd and real AIPerf.
+
+Deploy PP8 with CUDA graphs off and pp-async-batch-depth 0 and benchmark it -> the diagnosis names both settings
+-> deploy the fix -> the benchmark measures about +44% at concurrency 1 against the stored baseline -> a deploy
+that makes it slower again fails the gate and is rolled back -> `k26deploy bench` compares with the fix, not with
+the rolled-back sweep. Measured tok/s are held against what the simulator's performance model was configured to
+produce.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import k26deploy
+from harness import ROOT, VENV_BIN, demo_inventory, systemd_container, wheelhouse
+from sim_tokenizer import write_tokenizer
+
+sys.path.insert(0, str(ROOT / "roles" / "sglang" / "files"))
+import sglang_simulator  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+BENCH_DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_benchmark" / "defaults" / "main.yml").read_text())
+AIPERF = "aiperf==%s" % BENCH_DEFAULTS["sglang_benchmark_aiperf_version"]
+TOKENIZER = "/opt/k26-tokenizer"
+LEVELS = [1, 8]
+SLOW = {"sglang_service_pp_async_batch_depth": 0,
+        "sglang_service_options": {"cuda-graph-backend-decode": "disabled"}}
+FIXED = {"sglang_service_pp_async_batch_depth": "auto", "sglang_service_options": {}}
+# what a measurement may differ from the model by: AIPerf's own start and end of a level, a loaded CI machine
+TOLERANCE = 0.25
+
+
+def expected_throughput(flags, concurrency):
+    args = sglang_simulator.parse_args(["--model-path", "m", "--pp-size", "8", *flags], {})[0]
+    return sglang_simulator.PerformanceModel.of(args).throughput(concurrency)
+
+
+SLOW_FLAGS = ["--cuda-graph-backend-decode", "disabled"]
+FIXED_FLAGS = ["--pp-async-batch-depth", "8"]
+
+
+@pytest.fixture(scope="module")
+def bench_host(tmp_path_factory):
+    """A container with the tokenizer in place and an inventory that benchmarks after every deploy."""
+    with systemd_container("k26-it-bench-%d" % os.getpid()) as box:
+        tokenizer = write_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+        box.exec("mkdir -p %s" % TOKENIZER)
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            box.put("%s/%s" % (TOKENIZER, name), (tokenizer / name).read_text())
+        inventory = demo_inventory(box, tmp_path_factory.mktemp("inventory"))
+        results = tmp_path_factory.mktemp("results")
+        settings = {"sglang_service_benchmark": True, "sglang_benchmark_levels": LEVELS,
+                    "sglang_benchmark_input_tokens": 32, "sglang_benchmark_output_tokens": 32,
+                    "sglang_benchmark_requests_per_concurrency": 2, "sglang_benchmark_min_requests": 4,
+                    "sglang_benchmark_tokenizer": TOKENIZER, "sglang_benchmark_results_dir": str(results),
+                    "sglang_benchmark_wheelhouse": str(wheelhouse(AIPERF))}
+        yield box, inventory, results, settings
+
+
+@pytest.fixture(scope="module")
+def story(bench_host):
+    """The deploys of the story, in order, each with its result (the tests below read them)."""
+    box, inventory, results, settings = bench_host
+    runs = {}
+    progress = []
+    runs["slow"] = k26deploy.deploy(inventory=inventory, extra_vars=dict(settings, **SLOW),
+                                    progress_callback=progress.append)
+    runs["slow_progress"] = progress
+    runs["fixed"] = k26deploy.deploy(inventory=inventory,
+                                     extra_vars=dict(settings, sglang_service_benchmark_gate=0.1, **FIXED))
+    runs["slower_again"] = k26deploy.deploy(inventory=inventory,
+                                            extra_vars=dict(settings, sglang_service_benchmark_gate=0.1, **SLOW))
+    return runs
+
+
+def benchmark_of(result, box):
+    return result.hosts[box.name].benchmark
+
+
+def levels_of(benchmark):
+    return {level["concurrency"]: level for level in benchmark["levels"]}
+
+
+def assert_measured_as_configured(benchmark, flags):
+    for concurrency, level in levels_of(benchmark).items():
+        assert level["errors"] == 0 and level["requests"] >= 4, level
+        assert level["output_tokens_per_second"] == pytest.approx(expected_throughput(flags, concurrency),
+                                                                  rel=TOLERANCE), level
+
+
+def test_the_slow_configuration_is_measured_and_both_causes_are_named(bench_host, story):
+    box = bench_host[0]
+    result = story["slow"]
+    assert result.exit_code == 0, result.to_json()
+    benchmark = benchmark_of(result, box)
+    assert [level["concurrency"] for level in benchmark["levels"]] == LEVELS
+    assert_measured_as_configured(benchmark, SLOW_FLAGS)
+    diagnosis = {item["id"]: item for item in benchmark["diagnosis"]}
+    graphs, bubble = diagnosis["K26-BENCH-CUDA-GRAPH-OFF"], diagnosis["K26-BENCH-PIPELINE-BUBBLE"]
+    assert graphs["evidence"]["cuda-graph-backend-decode"] == "disabled"
+    assert "cuda-graph-backend-decode: full" in graphs["fix"] and "+40%" in graphs["message"]
+    assert bubble["evidence"]["pp-async-batch-depth"] == 0 and "pp-async-batch-depth: 8" in bubble["fix"]
+    assert "up to 8x" in bubble["message"]
+    assert benchmark["baseline"] is None and benchmark["gate"]["passed"] is None
+
+
+def test_each_level_is_reported_live_as_it_ends(bench_host, story):
+    box = bench_host[0]
+    records = [record for record in story["slow_progress"]
+               if record.get("host") == box.name and str(record.get("phase")).startswith("benchmark")]
+    assert [record["phase"] for record in records] == ["benchmark 1/2", "benchmark 2/2"]
+    assert records[0]["last_log_line"].startswith("C=1: ") and records[1]["last_log_line"].startswith("C=8: ")
+
+
+def test_the_report_lands_on_the_controller_as_json_markdown_and_png(bench_host, story):
+    box, dummy, results, dummy = bench_host
+    files = benchmark_of(story["slow"], box)["files"]
+    assert Path(files["json"]).parent == results
+    stored = json.loads(Path(files["json"]).read_text())
+    assert stored["host"] == box.name and [level["concurrency"] for level in stored["levels"]] == LEVELS
+    assert "api-key" not in stored["options"] and stored["options"]["pp-async-batch-depth"] == 0
+    markdown = Path(files["markdown"]).read_text()
+    assert "| C | tok/s |" in markdown and "K26-BENCH-PIPELINE-BUBBLE" in markdown
+    assert Path(files["png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_fix_measures_about_44_percent_more_at_concurrency_1(bench_host, story):
+    box, dummy, results, dummy = bench_host
+    result = story["fixed"]
+    assert result.exit_code == 0, result.to_json()
+    assert result.hosts[box.name].restarted is True
+    benchmark = benchmark_of(result, box)
+    assert_measured_as_configured(benchmark, FIXED_FLAGS)
+    assert benchmark["baseline"]["file"] == benchmark_of(story["slow"], box)["files"]["json"]
+    change = {(row["concurrency"], row["metric"]): row["change_pct"] for row in benchmark["changes"]}
+    assert 30 < change[(1, "output_tokens_per_second")] < 60, benchmark["changes"]
+    ids = {item["id"] for item in benchmark["diagnosis"]}
+    assert not ids & {"K26-BENCH-CUDA-GRAPH-OFF", "K26-BENCH-PIPELINE-BUBBLE"}
+    assert benchmark["gate"] == {"enabled": True, "passed": True, "msg": benchmark["gate"]["msg"]}
+
+
+def test_a_slower_change_fails_the_gate_and_is_rolled_back(bench_host, story):
+    box = bench_host[0]
+    result = story["slower_again"]
+    assert result.exit_code == 1, result.to_json()
+    host = result.hosts[box.name]
+    assert host.reason == "benchmark_gate" and host.rolled_back is True
+    assert "the benchmark gate failed" in host.msg and "C=1" in host.msg
+    benchmark = host.benchmark
+    assert benchmark["gate"]["passed"] is False
+    config = yaml.safe_load(box.exec("cat /etc/sglang/sglang.yaml").stdout)
+    assert "cuda-graph-backend-decode" not in config and config["pp-async-batch-depth"] == 8
+    assert k26deploy.status(inventory=bench_host[1]).hosts[box.name].ready is True
+
+
+def test_bench_compares_with_the_last_sweep_that_passed(bench_host, story):
+    box, inventory, results, settings = bench_host
+    out = subprocess.run([str(VENV_BIN / "k26deploy"), "bench", "-i", inventory, "--levels", "1,8",
+                          "--results-dir", str(results), "--json",
+                          "-e", json.dumps({key: value for key, value in settings.items()
+                                            if key != "sglang_service_benchmark"})],
+                         capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    benchmark = json.loads(out.stdout)["hosts"][box.name]["benchmark"]
+    assert benchmark["baseline"]["file"] == benchmark_of(story["fixed"], box)["files"]["json"]
+    assert_measured_as_configured(benchmark, FIXED_FLAGS)
+
+
+def test_bench_refuses_bad_levels_before_anything_runs(bench_host):
+    out = subprocess.run([str(VENV_BIN / "k26deploy"), "bench", "-i", bench_host[1], "--levels", "1,0"],
+                         capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
+    assert out.returncode == 2 and "--levels must list whole numbers of 1 or more" in out.stderr
