@@ -19,9 +19,14 @@ def replica_url(replica, endpoint=None):
     return "%s://%s:%s" % (parts.scheme, host, parts.port)
 
 
+def serves_api(replica):
+    """Whether a replica serves SGLang's API: not a node of rank >= 1 of a multi-node instance (only rank 0 does)."""
+    return int((replica.get("sglang_service_result") or {}).get("node_rank") or 0) == 0
+
+
 def worker_urls(replicas):
-    """The URLs of the replicas (each a host's variables), in inventory order."""
-    return [replica_url(replica) for replica in replicas]
+    """The URLs of the replicas (each a host's variables) that serve the API, in inventory order."""
+    return [replica_url(replica) for replica in replicas if serves_api(replica)]
 
 
 class FilterModule:

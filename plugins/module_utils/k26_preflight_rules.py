@@ -672,3 +672,43 @@ def format_finding(item):
     fix = (item.get("fix") or "").rstrip(".")
     shown = "" if not fix or fix == NOTHING_TO_DO else " Fix: %s%s" % (fix, "" if fix.endswith("?") else ".")
     return "%-7s %s: %s%s" % (item["severity"].upper(), item["id"], item["message"], shown)
+
+
+# ---------------------------------------------------------------- findings across the nodes of an instance
+
+INSTANCE_MISMATCH = "K26-INSTANCE-MISMATCH"
+#: what every node of a multi-node instance must share: (key of a node's facts, what it is, how to align it)
+INSTANCE_SAME = (
+    ("sglang_version", "SGLang version", "pin one sglang_version for the whole instance (group_vars of its group)"),
+    ("driver_version", "NVIDIA driver", "install one driver on every node (nvidia_cuda_driver_branch in the "
+                                        "instance's group_vars) and reboot where the kernel module changed"),
+    ("model_files", "model files (names and sizes)", "copy the same checkpoint to sglang_service_model_path on "
+                                                     "every node (a partial download differs in size or files)"),
+)
+
+
+def instance_findings(group, nodes):
+    """An error per fact that differs between the nodes of instance ``group``. ``nodes``: dicts host, node_rank
+    and the keys of INSTANCE_SAME (None where unknown, for example no driver yet: not compared)."""
+    findings = []
+    for key, what, fix in INSTANCE_SAME:
+        seen = dict((node["host"], node.get(key)) for node in nodes if node.get(key) not in (None, ""))
+        if len(set(str(value) for value in seen.values())) <= 1:
+            continue
+        shown = ", ".join("%s: %s" % (host, value) for host, value in sorted(seen.items()))
+        findings.append(finding(INSTANCE_MISMATCH, ERROR, "nodes of one instance differ", found(
+            "the nodes of instance %s must have the same %s to serve one model together, but they differ (%s)."
+            % (group, what, shown), fix, {"instance": group, "fact": key, "values": seen})))
+    return findings
+
+
+def with_findings(result, extra):
+    """A preflight result (sglang_preflight's) with ``extra`` findings added: strict applied, order, lines and
+    counts as the module makes them."""
+    findings = list(result.get("findings") or []) + list(extra)
+    if result.get("strict"):
+        findings = strict(findings)
+    findings = by_severity(findings)
+    return dict(result, findings=findings, lines=[format_finding(f) for f in findings],
+                error_count=count(findings, ERROR), warning_count=count(findings, WARNING),
+                info_count=count(findings, INFO))

@@ -178,6 +178,9 @@ class SglangProbe(object):
         state['unit_error'] = ''
         if not wants_http(classify_unit(props)):
             return obs
+        if settings.worker:
+            obs['health'] = self.get('/health')
+            return obs
         if models_known(state, props):
             matched = True
         else:

@@ -104,8 +104,8 @@ SYSTEMD_BOILERPLATE_RE = re.compile(
 
 Settings = namedtuple('Settings', [
     'unit', 'url', 'model', 'require_warmup', 'timeout', 'max_restarts',
-    'startup_grace', 'model_mismatch_grace', 'warmup_timeout', 'warmup_probe',
-], defaults=(PROBE_AUTO,))
+    'startup_grace', 'model_mismatch_grace', 'warmup_timeout', 'warmup_probe', 'worker',
+], defaults=(PROBE_AUTO, False))
 
 Decision = namedtuple('Decision', ['done', 'reason', 'phase'])
 
@@ -114,6 +114,7 @@ def settings_from_params(params):
     """Build Settings from a module's params dict."""
     settings = dict((name, params.get(name)) for name in Settings._fields)
     settings['warmup_probe'] = settings['warmup_probe'] or PROBE_AUTO
+    settings['worker'] = bool(settings['worker'])
     return Settings(**settings)
 
 
@@ -469,22 +470,39 @@ def advance_warmup(state, warmup, elapsed, settings):
     return _wait(state, PHASE_WARMING, elapsed)
 
 
+def advance_worker_health(state, health, elapsed):
+    """A node with --node-rank >= 1 serves no API, only a dummy health server once it joined and loaded: None
+    when its /health answers 200."""
+    if health is None or health.get('kind') != 'ok':
+        if health is not None and health.get('kind') not in ('refused', 'reset', 'timeout'):
+            state['last_http_error'] = '%s from %s' % (describe_http(health), health.get('path'))
+        return _wait(state, state['phase'] if state['http_up_at'] is not None else PHASE_LOADING, elapsed)
+    state['last_http_error'] = ''
+    if state['http_up_at'] is None:
+        state['http_up_at'] = elapsed
+    _mark(state, 'http_up', elapsed)
+    return None
+
+
 def advance(state, obs, settings):
     """One step of the readiness state machine.
 
     ``obs`` is a dict: ``elapsed`` (seconds since the wait began), ``unit`` (the
     ``systemctl show`` properties), ``models`` and ``warmup`` (HTTP results or
-    None when not probed).  ``state`` is updated in place.  Returns a Decision.
+    None when not probed; with ``settings.worker`` only ``health``, the result of
+    GET /health).  ``state`` is updated in place.  Returns a Decision.
     """
     elapsed = obs['elapsed']
     props = obs.get('unit') or {}
     unit_class = classify_unit(props)
     track_invocation(state, props)
     decision = advance_unit(state, props, unit_class, elapsed, settings)
-    if decision is None:
+    if decision is None and settings.worker:
+        decision = advance_worker_health(state, obs.get('health'), elapsed)
+    elif decision is None:
         decision = advance_models(state, obs.get('models'), elapsed, settings)
-    if decision is None and settings.require_warmup:
-        decision = advance_warmup(state, obs.get('warmup'), elapsed, settings)
+        if decision is None and settings.require_warmup:
+            decision = advance_warmup(state, obs.get('warmup'), elapsed, settings)
     if decision is None:
         if unit_class == U_ACTIVE:
             _set_phase(state, PHASE_READY, elapsed)
@@ -685,6 +703,9 @@ def build_msg(reason, state, settings, props, elapsed, key_line='', last_log='')
     unit = settings.unit
     phase = state.get('phase') or PHASE_STARTING
     see = '; see journal_excerpt'
+    if reason == 'ready' and settings.worker:
+        return '%s ready after %.1fs (a node of rank >= 1: its dummy /health answers, rank 0 serves the API)' % (
+            unit, elapsed)
     if reason == 'ready':
         what = 'model %s' % settings.model if settings.model else 'models %s' % ', '.join(state.get('model_ids') or [])
         warm = ', warm-up confirmed by /%s' % state['warmup_probe'] if settings.require_warmup and state.get('warmup_probe') else ''

@@ -215,7 +215,10 @@ gpu:
   returned: always
   type: dict
 model:
-  description: Model directory facts (path, exists, is_dir, has_config, size_bytes, hub_id); V(null) when not checked.
+  description:
+    - Model directory facts (path, exists, is_dir, has_config, size_bytes, hub_id, files); V(null) when not checked.
+    - C(files) is the number of files and a digest of their names and sizes, compared across the nodes of a
+      multi-node instance.
   returned: always
   type: dict
 cache:
@@ -232,6 +235,7 @@ strict:
   type: bool
 """
 
+import hashlib
 import os
 import re
 import shutil
@@ -258,10 +262,12 @@ from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gathe
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import option_key, secret_values
 
 
-def directory_size(path):
-    """Bytes of the regular files under path; file symlinks followed (Hugging Face cache), each inode once."""
+def directory_files(path):
+    """(bytes, files) of the regular files under path: file symlinks followed (Hugging Face cache), each inode
+    counted once in the bytes; files is a sorted list of (path relative to ``path``, size)."""
     total = 0
     seen = set()
+    files = []
     stack = [path]
     while stack:
         current = stack.pop()
@@ -277,28 +283,39 @@ def directory_size(path):
                 info = entry.stat(follow_symlinks=True)
             except OSError:
                 continue
-            key = (info.st_dev, info.st_ino)
-            if key in seen or not entry.is_file(follow_symlinks=True):
+            if not entry.is_file(follow_symlinks=True):
                 continue
-            seen.add(key)
-            total += info.st_size
-    return total
+            files.append((os.path.relpath(entry.path, path), info.st_size))
+            key = (info.st_dev, info.st_ino)
+            if key not in seen:
+                seen.add(key)
+                total += info.st_size
+    return total, sorted(files)
+
+
+def files_digest(files):
+    """A short digest of (name, size) pairs: equal on two nodes that hold the same checkpoint, without reading it."""
+    text = "".join("%s\0%d\n" % (name, size) for name, size in files)
+    return "%d files, sha256 %s" % (len(files), hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
 
 
 def model_facts(path):
     if not path:
         return None
     if not os.path.isabs(path) and not os.path.exists(path):
-        return {"path": path, "hub_id": True, "exists": None, "is_dir": None, "has_config": None, "size_bytes": None}
+        return {"path": path, "hub_id": True, "exists": None, "is_dir": None, "has_config": None, "size_bytes": None,
+                "files": None}
     exists = os.path.exists(path)
     is_dir = os.path.isdir(path)
+    size, files = directory_files(path) if is_dir else (None, None)
     return {
         "path": path,
         "hub_id": False,
         "exists": exists,
         "is_dir": is_dir,
         "has_config": is_dir and os.path.isfile(os.path.join(path, "config.json")),
-        "size_bytes": directory_size(path) if is_dir else None,
+        "size_bytes": size,
+        "files": files_digest(files) if is_dir else None,
     }
 
 

@@ -107,6 +107,21 @@ options:
         C(warmup_failed).
     type: int
     default: 900
+  worker:
+    description:
+      - The unit runs a node of a multi-node instance with C(--node-rank) 1 or more. Such a node serves no API,
+        only a dummy health server that answers 200 once the node joined the others and loaded its part of the
+        model; ready means the unit is active and its C(/health) answers 200. O(model) and O(require_warmup)
+        do not apply, for the readiness of the instance is that of rank 0.
+    type: bool
+    default: false
+  invocations:
+    description:
+      - InvocationIDs of earlier runs of the unit whose journal lines belong in RV(journal_excerpt), for example
+        the one a previous wait saw (C(InvocationID) in RV(unit_state)) when the unit may have died since.
+    type: list
+    elements: str
+    default: []
   progress_interval:
     description:
       - Length in seconds of one slice of the wait when the action plugin runs the module; the action plugin
@@ -162,6 +177,12 @@ EXAMPLES = r"""
     max_restarts: 2
     require_warmup: false
     timeout: 600
+
+- name: Wait for a node of rank 1 of a multi-node instance (its dummy /health; rank 0 serves the API)
+  k26.deploy.sglang_ready:
+    unit: sglang.service
+    worker: true
+    timeout: 3600
 
 - name: Look at the current state only (check mode never waits)
   k26.deploy.sglang_ready:
@@ -251,6 +272,13 @@ timeline:
   returned: always
   type: dict
   sample: {"loading": 0.2, "http_up": 88.1, "warm": 94.9, "ready": 94.9}
+restarted_since:
+  description:
+    - With O(invocations), whether the unit now runs another invocation than those (it stopped or died since);
+      then RV(journal_excerpt) is filled even when the new invocation is ready.
+  returned: when the wait ended
+  type: bool
+  sample: false
 warmup_probe:
   description:
     - The warm-up probe used, V(ready) (C(/ready)), V(health_generate) (C(/health_generate)) or V(readiness)
@@ -300,6 +328,8 @@ ARGUMENT_SPEC = dict(
     startup_grace=dict(type='float', default=10),
     model_mismatch_grace=dict(type='float', default=15),
     warmup_timeout=dict(type='int', default=900),
+    worker=dict(type='bool', default=False),
+    invocations=dict(type='list', elements='str', default=[]),
     progress_interval=dict(type='int', default=30),
     resume=dict(type='dict'),
 )
@@ -317,11 +347,13 @@ def check_params(module):
             module.fail_json(msg='%s must be positive, got %s' % (name, params[name]))
 
 
-def initial_state(resume, clock=time.time, mono=time.monotonic):
-    """The carried state: the one the previous slice returned, or a new one."""
+def initial_state(resume, invocations=(), clock=time.time, mono=time.monotonic):
+    """The carried state: the one the previous slice returned, or a new one that knows ``invocations``."""
     if resume and 'started_mono' in resume:
         return resume
-    return new_state(clock(), mono())
+    state = new_state(clock(), mono())
+    state['invocation_ids'] = [inv for inv in invocations if inv]
+    return state
 
 
 def elapsed_since(state, mono=time.monotonic):
@@ -375,13 +407,20 @@ def base_result(state, elapsed):
     )
 
 
-def final_result(probe, state, settings, decision, obs, journal_lines, check_mode):
+def restarted_since(state, invocations):
+    """Whether the unit now runs another invocation than the given ones (it stopped or died since)."""
+    known = [inv for inv in invocations or () if inv]
+    return bool(known) and bool(state['current_invocation']) and state['current_invocation'] not in known
+
+
+def final_result(probe, state, settings, decision, obs, journal_lines, check_mode, invocations=()):
     """The complete result of an ended wait (journal read here, after the decision)."""
     reason = decision.reason
     ready = reason == 'ready'
+    restarted = restarted_since(state, invocations)
     if check_mode and not decision.done:
         reason = 'check_mode'
-    if ready:
+    if ready and not restarted:
         lines = probe.journal_lines(state['invocation_ids'], JOURNAL_LAST_ENTRIES)
         excerpt = []
     else:
@@ -398,6 +437,7 @@ def final_result(probe, state, settings, decision, obs, journal_lines, check_mod
         unit_state=unit_state_of(obs),
         journal_excerpt=excerpt,
         last_log_line=last_line(lines),
+        restarted_since=restarted,
     )
     result['msg'] = build_msg(reason, state, settings, obs.get('unit') or {}, elapsed,
                               key_line=key_error_line(lines) if not ready else '',
@@ -424,14 +464,15 @@ def main():
         module.fail_json(msg='systemctl not found on the target: sglang_ready needs systemd', ready=False)
 
     sliced = params['resume'] is not None and not module.check_mode
-    state = initial_state(params['resume'] if sliced else None)
+    state = initial_state(params['resume'] if sliced else None, params['invocations'])
     slice_end = slice_deadline(state, settings, params['progress_interval']) if sliced else None
     decision, obs = watch(probe, state, settings, params['interval'], slice_end=slice_end,
                           once=module.check_mode)
 
     if not decision.done and not module.check_mode:
         module.exit_json(**slice_result(probe, state))
-    result = final_result(probe, state, settings, decision, obs, params['journal_lines'], module.check_mode)
+    result = final_result(probe, state, settings, decision, obs, params['journal_lines'], module.check_mode,
+                          params['invocations'])
     if result['reason'] == 'ready' or module.check_mode:
         module.exit_json(**result)
     module.fail_json(**result)

@@ -87,6 +87,9 @@ SUMMARY_FIELDS = (
     "journal_excerpt",
     "unit_state",
     "unit",
+    "node_rank",
+    "instance",
+    "node",
     "phase",
     "last_log_line",
     "restarts",
@@ -174,6 +177,8 @@ def _coerce(name: str, value: Any) -> Any:
             return float(value)
         except ValueError:
             return None
+    if name == "node_rank" and isinstance(value, str):
+        return int(value) if value.strip().isdigit() else None
     if name in ("msg", "journal_excerpt", "last_log_line"):
         return _text(value)
     if name == "findings":
@@ -217,6 +222,11 @@ class HostResult:
     simulator: bool | None = None
     unit_state: Any = None
     unit: str | None = None
+    #: a node of a multi-node instance: its rank and the instance (inventory group); rank 0 serves the API
+    node_rank: int | None = None
+    instance: str | None = None
+    #: the instance failed: the node whose failure (and journal excerpt) speaks for it
+    node: str | None = None
     #: number of tasks that changed something on the host
     changed: int = 0
     failed: bool = False

@@ -38,12 +38,12 @@ def key_of(inventory):
         return handle.read().strip()
 
 
-def chat(router, key, content, max_tokens=8):
-    """One chat completion through the router, from inside its container: (HTTP status, body)."""
+def chat(router, key, content, max_tokens=8, url=ROUTER_URL):
+    """One chat completion through the router (or the server at `url`), from inside its container: (status, body)."""
     body = json.dumps({"model": "kimi-k2.6", "messages": [{"role": "user", "content": content}],
                        "max_tokens": max_tokens})
     out = router.exec("curl -s -w '\\n%%{http_code}' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
-                      "-d '%s' %s/v1/chat/completions" % (key, body, ROUTER_URL), check=False).stdout
+                      "-d '%s' %s/v1/chat/completions" % (key, body, url), check=False).stdout
     text, dummy, status = out.rpartition("\n")
     return int(status or 0), text
 

@@ -645,3 +645,35 @@ def test_msg_is_one_bounded_line():
 def test_secret_values_never_leave_the_journal_filter(line, expected):
     assert clean_line(line) == expected
     assert parse_journal_json(json.dumps({"MESSAGE": line})) == [expected]
+
+
+# --------------------------------------------------------------------------
+# A node of rank >= 1 of a multi-node instance (worker): its dummy /health is its readiness
+# --------------------------------------------------------------------------
+
+HEALTH_200 = http_result('/health', 'ok', 200)
+HEALTH_REFUSED = http_result('/health', 'refused', error='URLError: [Errno 111] Connection refused')
+
+
+def worker_obs(t, props, health=None):
+    return {'elapsed': t, 'unit': props, 'health': health}
+
+
+def test_worker_is_ready_when_its_dummy_health_answers_without_models_or_warmup():
+    decisions, state = run([worker_obs(0.0, unit('activating', 'start')), worker_obs(1.0, unit(), HEALTH_REFUSED),
+                            worker_obs(2.0, unit(), HEALTH_200)], worker=True)
+    assert [d.done for d in decisions] == [False, False, True]
+    assert decisions[-1].reason == 'ready' and state['timeline']['http_up'] == 2.0
+    assert 'rank >= 1' in build_msg('ready', state, settings(worker=True), unit(), 2.0)
+
+
+def test_worker_that_dies_fails_like_any_unit():
+    decisions, state = run([worker_obs(0.0, unit(), HEALTH_REFUSED),
+                            worker_obs(1.0, unit('failed', 'failed', result='signal', code=2, status=9))],
+                           worker=True)
+    assert decisions[-1] == (True, 'unit_failed', decisions[-1].phase)
+
+
+def test_worker_health_error_is_kept_for_the_message():
+    decisions, state = run([worker_obs(0.0, unit(), http_result('/health', 'http', 503))], worker=True, timeout=0)
+    assert decisions[-1].reason == 'timeout' and state['last_http_error'] == 'HTTP 503 from /health'

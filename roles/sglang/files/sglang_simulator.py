@@ -15,7 +15,9 @@ and imitates what a deployment can observe from the outside:
   503 until warm-up ends ("The server is fired up and ready to roll!");
 * the API: OpenAI completions and chat completions (streaming or not), /generate,
   /metrics (with --enable-metrics), Bearer API key, and on nodes with
-  --node-rank >= 1 only a dummy /health;
+  --node-rank >= 1 only a dummy /ping, /health and /health_generate;
+* multi-node (--nnodes > 1): rank 0 waits at --dist-init-addr for the other ranks
+  and ends itself when one of them dies, as NCCL would (Rendezvous);
 * failures: crash or hang while loading, a crash after ready, a warm-up that never
   succeeds; and a prompt, clean exit (0) on SIGTERM or SIGINT.
 
@@ -86,6 +88,8 @@ DEFAULT_SHARDS = 64
 DEFAULT_ARCHITECTURE = "DeepseekV3ForCausalLM"
 MAX_BODY_BYTES = 64 * 1024 * 1024
 WARMUP_RETRY_SECONDS = 2.0
+# --dist-timeout unset: torch.distributed's default timeout of a process group.
+DEFAULT_DIST_TIMEOUT = 600
 WARMUP_CLIENT = f"127.0.0.1:{40000 + os.getpid() % 20000}"  # the warm-up request's client address
 LOAD_STEPS = 8
 SITE = "/usr/local/lib/python3.11/dist-packages"
@@ -110,6 +114,8 @@ LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 5
 QUIET_PATHS = frozenset({"/health", "/health_generate", "/ready", "/metrics"})
 # Like SGLang's API key middleware: these stay open, everything else needs the key.
 OPEN_PATH_PREFIXES = ("/health", "/ready", "/metrics")
+# What the dummy health server of a node with --node-rank >= 1 answers (200, always).
+DUMMY_HEALTH_PATHS = ("/ping", "/health", "/health_generate")
 
 WORDS = ("Kimi", "K2.6", "is", "answering", "from", "the", "SGLang", "simulator,", "one", "token",
          "at", "a", "time,", "without", "a", "GPU.")
@@ -318,6 +324,7 @@ def add_server_options(parser):
     add("--nnodes", type=int, default=1)
     add("--node-rank", type=int, default=0)
     add("--dist-init-addr")
+    add("--dist-timeout", type=int)
     add("--attention-backend", choices=ATTENTION_BACKENDS)
     add("--mem-fraction-static", type=float)
     add("--trust-remote-code", action="store_true")
@@ -821,8 +828,9 @@ class Api:
                 pass
 
     def dummy_health(self, handler, method, path):
-        """Nodes with --node-rank >= 1 answer only /health."""
-        if method == "GET" and path == "/health":
+        """Nodes with --node-rank >= 1 run SGLang's dummy health server: 200 on its health paths, whatever the
+        state of the instance (rank 0 serves the API)."""
+        if method == "GET" and path in DUMMY_HEALTH_PATHS:
             return handler.send_empty(200)
         return handler.send_json(404, {"detail": "Not Found"})
 
@@ -1140,6 +1148,127 @@ class SimHTTPServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+# --------------------------------------------------------------------------- multi-node
+
+RENDEZVOUS_RETRY_SECONDS = 0.5
+SHUTDOWN_MESSAGE = b"shutdown\n"
+
+
+def split_dist_init_addr(value):
+    """--dist-init-addr HOST:PORT ([V6]:PORT too) as (host, port)."""
+    host, sep, port = (value or "").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise Fatal(f"ValueError: --dist-init-addr must be HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+class Rendezvous:
+    """The multi-node start-up (--nnodes > 1), standing in for torch.distributed's store and NCCL's connections.
+
+    Rank 0 listens on the port of --dist-init-addr and waits up to --dist-timeout for the other nnodes - 1 ranks;
+    each of them connects and keeps its connection open. A connection that closes is a peer that died: rank 0 then
+    ends itself as SGLang 0.5.23 does when a scheduler hits an exception (SIGKILL), and a rank >= 1 that loses
+    rank 0 exits 1. On shutdown rank 0 sends every peer the ShutdownReq broadcast; a rank >= 1 told to stop waits
+    for that broadcast, as SGLang's ranks >= 1 do."""
+
+    def __init__(self, args, log, label):
+        self.args, self.log, self.label = args, log, label
+        self.host, self.port = split_dist_init_addr(args.dist_init_addr)
+        self.timeout = args.dist_timeout or DEFAULT_DIST_TIMEOUT
+        self.peers = {}
+        self.stopping = threading.Event()
+        self.released = threading.Event()  # a rank >= 1: the broadcast came or rank 0 is gone
+
+    def join(self):
+        self.log.info("Init parallel begin.", rank=self.label)
+        started = time.perf_counter()
+        if self.args.node_rank == 0:
+            self.accept_peers()
+        else:
+            self.connect_to_rank0()
+        self.log.info(f"Init parallel ends. elapsed={time.perf_counter() - started:.2f} s", rank=self.label)
+
+    def accept_peers(self):
+        expected = self.args.nnodes - 1
+        listener = socket.create_server(("", self.port), reuse_port=False, backlog=expected)
+        deadline = time.monotonic() + self.timeout
+        with listener:
+            while len(self.peers) < expected:
+                listener.settimeout(max(deadline - time.monotonic(), 0.01))
+                try:
+                    conn, address = listener.accept()
+                except socket.timeout:
+                    raise Fatal(f"[{timestamp()}{self.label}] RuntimeError: Timed out after {self.timeout} seconds "
+                                f"waiting for clients. {len(self.peers) + 1}/{expected + 1} clients joined.")
+                rank = int(conn.makefile("rb").readline().split()[-1])
+                self.peers[rank] = conn
+                self.log.info(f"node_rank {rank} joined from {address[0]}", rank=self.label)
+        for rank, conn in self.peers.items():
+            self.watch(conn, lambda rank=rank: self.peer_died(rank))
+
+    def connect_to_rank0(self):
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                conn = socket.create_connection((self.host, self.port), timeout=2)
+                break
+            except OSError as exc:
+                if time.monotonic() >= deadline:
+                    raise Fatal(f"[{timestamp()}{self.label}] torch.distributed.DistStoreError: Timed out after "
+                                f"{self.timeout} seconds connecting to {self.host}:{self.port} ({exc})")
+                time.sleep(RENDEZVOUS_RETRY_SECONDS)
+        conn.settimeout(None)
+        conn.sendall(f"rank {self.args.node_rank}\n".encode())
+        self.peers[0] = conn
+        self.watch(conn, self.rank0_gone)
+
+    def watch(self, conn, gone):
+        def read_until_closed():
+            data = b""
+            try:
+                while chunk := conn.recv(64):
+                    data += chunk
+            except OSError:
+                pass
+            self.released.set()
+            if SHUTDOWN_MESSAGE in data:
+                return self.shutdown_received()
+            if not self.stopping.is_set():
+                gone()
+        threading.Thread(target=read_until_closed, name="rendezvous", daemon=True).start()
+
+    def peer_died(self, rank):
+        """Rank 0 when a rank >= 1 went away: what SGLang's scheduler does when a collective fails."""
+        self.log.error(f"Scheduler hit an exception: Traceback (most recent call last):\n"
+                       f"RuntimeError: [Rank 0] NCCL communicator was aborted: the connection to node_rank {rank} "
+                       f"was closed by the peer (its process exited)", rank=self.label)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def rank0_gone(self):
+        self.log.error(f"RuntimeError: the connection to rank 0 at {self.host}:{self.port} was closed: rank 0 exited "
+                       f"without a ShutdownReq broadcast", rank=self.label)
+        os._exit(1)
+
+    def shutdown_received(self):
+        self.log.info("Received the rank-0 ShutdownReq broadcast; exiting.", rank=self.label)
+        os._exit(0)
+
+    def shutdown(self):
+        """Rank 0: broadcast ShutdownReq. A rank >= 1: wait for rank 0's broadcast (or for rank 0 to be gone)."""
+        self.stopping.set()
+        if self.args.node_rank == 0:
+            for conn in self.peers.values():
+                try:
+                    conn.sendall(SHUTDOWN_MESSAGE)
+                    conn.close()
+                except OSError:
+                    pass
+        elif self.peers:
+            self.log.info(f"SIGTERM received on node_rank {self.args.node_rank}; waiting for the rank-0 ShutdownReq "
+                          "broadcast...", rank=self.label)
+            self.released.wait()
+
+
 # --------------------------------------------------------------------------- lifecycle
 
 def sleep_forever():
@@ -1166,6 +1295,7 @@ class Simulator:
         self.server = None
         self.server_thread = None
         self.gpu = None  # GPU mode: the rank processes (sglang_simulator_gpu.GpuRanks)
+        self.rendezvous = None  # multi-node: the connections between the nodes
         self.dying = threading.Lock()
 
     def labels(self):
@@ -1188,6 +1318,9 @@ class Simulator:
             self.log.info(info)
         self.leads = local_rank_leads(self.args)
         self.check_model_path()
+        if self.args.nnodes > 1:
+            self.rendezvous = Rendezvous(self.args, self.log, self.labels()[0])
+            self.rendezvous.join()
         self.start_gpu(decode)
         self.load_weights()
         self.allocate_memory_pool()
@@ -1339,8 +1472,7 @@ class Simulator:
                           f"context_len={args.context_length or DEFAULT_CONTEXT_LENGTH}, "
                           f"available_gpu_mem={self.avail_gb:.2f} GB", rank=self.labels()[0])
         else:
-            self.log.info(f"Node rank {self.args.node_rank}: starting the dummy health check server "
-                          f"at {host}:{port} (rank 0 serves the API)")
+            self.log.info(f"Dummy health check server started in background thread at {host}:{port}")
         try:
             self.server = SimHTTPServer((host, port), Api(self.state))
         except OSError as exc:
@@ -1399,6 +1531,8 @@ class Simulator:
 
     def shutdown(self, signame):
         self.log.info(f"Received {signame}, shutting down.")
+        if self.rendezvous:
+            self.rendezvous.shutdown()
         self.stop_gpu()
         if self.server_thread is None:
             return
