@@ -22,7 +22,7 @@ tests/sanity/sanity.sh
 step "pytest: unit and integration tests"
 python -m pytest -v -rs -p no:cacheprovider tests
 
-step "molecule: default and failure scenarios"
-for scenario in default failure; do
+step "molecule: default, failure and fleet scenarios"
+for scenario in default failure fleet; do
   molecule test -s "$scenario"
 done
