@@ -63,6 +63,7 @@ Needs only the Python 3.11 standard library and PyYAML.
 """
 
 import argparse
+import contextlib
 import hmac
 import json
 import math
@@ -1235,7 +1236,8 @@ class Rendezvous:
                 return self.shutdown_received()
             if not self.stopping.is_set():
                 gone()
-        threading.Thread(target=read_until_closed, name="rendezvous", daemon=True).start()
+        with stop_signals_blocked():
+            threading.Thread(target=read_until_closed, name="rendezvous", daemon=True).start()
 
     def peer_died(self, rank):
         """Rank 0 when a rank >= 1 went away: what SGLang's scheduler does when a collective fails."""
@@ -1351,7 +1353,8 @@ class Simulator:
         self.gpu = gpu.GpuRanks(gpu.local_rank_specs(self.args, self.settings, decode_graph,
                                                      int(weight_gb(self.args) * 1e9)))
         self.gpu.start()
-        self.gpu.watch(self.rank_died)
+        with stop_signals_blocked():
+            self.gpu.watch(self.rank_died)
         seen = self.gpu_call(self.gpu.devices)
         self.log.info(f"GPU mode: CUDA sees {seen['cuda']} device(s): {'; '.join(seen['names'])}. "
                       f"NVML sees {seen['nvml']}. torch {seen['torch']}, CUDA runtime {seen['cuda_runtime']}.")
@@ -1376,7 +1379,8 @@ class Simulator:
     def start_step_engine(self):
         import sglang_simulator_gpu as gpu
         self.state.engine = gpu.StepEngine(self.gpu)
-        self.state.engine.start()
+        with stop_signals_blocked():
+            self.state.engine.start()
 
     def stop_gpu(self):
         if self.gpu:
@@ -1484,7 +1488,8 @@ class Simulator:
             raise Fatal(f"[{timestamp()}] ERROR:    {type(exc).__name__}: {exc}") from exc
         self.server_thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
                                               name="http-server", daemon=True)
-        self.server_thread.start()
+        with stop_signals_blocked():  # its request threads inherit the mask
+            self.server_thread.start()
         shown_host = f"[{host}]" if ":" in host else host
         self.log.uvicorn(f"Started server process [{os.getpid()}]")
         self.log.uvicorn("Waiting for application startup.")
@@ -1546,9 +1551,26 @@ class Simulator:
 
 # --------------------------------------------------------------------------- main
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 def ignore_stop_signals():
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def stop_signals_blocked():
+    """Threads started inside block SIGTERM and SIGINT, so the kernel hands those to the main thread.
+
+    Python runs signal handlers in the main thread only, and only when it runs bytecode: a stop signal that the
+    kernel gives another thread leaves the main thread asleep in sleep_forever() and the stop unanswered. Child
+    processes are never started inside: they would inherit the mask through exec."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def install_signal_handlers():
@@ -1556,7 +1578,7 @@ def install_signal_handlers():
     def handler(signum, frame):
         ignore_stop_signals()
         raise ShutdownRequested(signal.Signals(signum).name)
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, handler)
 
 
