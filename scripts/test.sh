@@ -19,8 +19,10 @@ ansible-lint --profile production
 step "ansible-test sanity (the collection k26.deploy)"
 tests/sanity/sanity.sh
 
+# Two workers, a test file each at a time (a file's containers are set up once for its tests): the integration
+# tests wait on systemd and containers more than they compute, so two share CI's two cores well.
 step "pytest: unit and integration tests"
-python -m pytest -v -rs -p no:cacheprovider tests
+python -m pytest -v -rs -p no:cacheprovider -n "${K26_TEST_WORKERS:-2}" --dist loadfile --durations=15 tests
 
 step "molecule: default, failure and fleet scenarios"
 for scenario in default failure fleet; do
