@@ -39,5 +39,6 @@ class FilterModule:
             "sglang_instance_plan": instance_plan,
             "sglang_instance_address": instance_address,
             "sglang_instance_failure": instance_failure,
+            "sglang_instance_stopped_after_join": sglang_instance.stopped_after_join,
             "sglang_preflight_with_instance": preflight_with_instance,
         }

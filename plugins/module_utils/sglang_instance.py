@@ -3,6 +3,7 @@
 --node-rank, --dist-init-addr). Pure functions, shared by the filters of the sglang_service role.
 
 - ``plan``: where one host stands in its instance (rank, nnodes, rank 0's address), or why it cannot;
+- ``stopped_after_join``: a node of rank >= 1 that was ready, looked at again, and is gone;
 - ``failure``: the one failure that speaks for an instance whose nodes did not all come up.
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ def plan(host, group, hosts, explicit_ranks=None, addresses=None, port=20000, di
 
     ``explicit_ranks`` and ``addresses`` map hosts to their sglang_service_node_rank and reachable address (None or
     empty where not set); ``dist_init_addr`` overrides rank 0's address and ``port``. Returns a dict: group, hosts
-    (rank order), nnodes, node_rank, rank0, dist_init_addr. Raises InstanceError with what to fix."""
+    (rank order), nnodes, node_rank, dist_init_addr. Raises InstanceError with what to fix."""
     hosts = list(hosts or [])
     if not hosts:
         raise InstanceError('sglang_service_instance_group is %r, but the inventory has no such group with hosts'
@@ -62,8 +63,19 @@ def plan(host, group, hosts, explicit_ranks=None, addresses=None, port=20000, di
             raise InstanceError('no address known for %s, rank 0 of instance %s: set sglang_service_node_address '
                                 'for it (or sglang_service_dist_init_addr), or gather its facts' % (rank0, group))
         dist_init_addr = '%s:%d' % ('[%s]' % address if ':' in address else address, int(port))
-    return {'group': group, 'hosts': ordered, 'nnodes': len(hosts), 'node_rank': ranks[host], 'rank0': rank0,
+    return {'group': group, 'hosts': ordered, 'nnodes': len(hosts), 'node_rank': ranks[host],
             'dist_init_addr': dist_init_addr}
+
+
+def stopped_after_join(unit, now):
+    """The wait of a node of rank >= 1 that was ready but, looked at again (``now``, a sglang_ready result), has
+    stopped or restarted since: rank 0 cannot serve without it."""
+    state = now.get('unit_state') or {}
+    wait = dict(now)
+    wait.update(ready=False, reason='unit_failed',
+                msg='%s stopped after it had joined the instance (now %s/%s, NRestarts %s); see journal_excerpt' % (
+                    unit, state.get('ActiveState', '?'), state.get('SubState', '?'), state.get('NRestarts', '?')))
+    return wait
 
 
 def failure(nodes):

@@ -3,7 +3,7 @@ an instance, and the preflight findings across its nodes (k26_preflight_rules.in
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_instance import InstanceError, failure, plan
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_instance import InstanceError, failure, plan, stopped_after_join
 
 HOSTS = ["node-a", "node-b", "node-c"]
 ADDRESSES = {"node-a": "10.0.0.1", "node-b": "10.0.0.2", "node-c": "10.0.0.3"}
@@ -11,14 +11,13 @@ ADDRESSES = {"node-a": "10.0.0.1", "node-b": "10.0.0.2", "node-c": "10.0.0.3"}
 
 def test_ranks_follow_the_host_order_and_rank_0_is_the_meeting_point():
     where = plan("node-c", "inst", HOSTS, addresses=ADDRESSES, port=20000, play_hosts=HOSTS)
-    assert where == {"group": "inst", "hosts": HOSTS, "nnodes": 3, "node_rank": 2, "rank0": "node-a",
-                     "dist_init_addr": "10.0.0.1:20000"}
+    assert where == {"group": "inst", "hosts": HOSTS, "nnodes": 3, "node_rank": 2, "dist_init_addr": "10.0.0.1:20000"}
 
 
 def test_explicit_ranks_win_and_reorder_the_nodes():
     ranks = {"node-a": 2, "node-b": 0, "node-c": 1}
     where = plan("node-a", "inst", HOSTS, explicit_ranks=ranks, addresses=ADDRESSES)
-    assert (where["node_rank"], where["rank0"], where["hosts"]) == (2, "node-b", ["node-b", "node-c", "node-a"])
+    assert (where["node_rank"], where["hosts"]) == (2, ["node-b", "node-c", "node-a"])
     assert where["dist_init_addr"] == "10.0.0.2:20000"
 
 
@@ -68,6 +67,16 @@ def test_rank_0_speaks_when_it_alone_failed_and_a_missing_wait_is_a_failure():
 
 def node(host, rank, version="0.5.23", driver="580.95.05", files="64 files, sha256 0123"):
     return {"host": host, "node_rank": rank, "sglang_version": version, "driver_version": driver, "model_files": files}
+
+
+def test_a_node_that_stopped_after_joining_fails_with_its_state_and_keeps_its_excerpt():
+    now = {"ready": True, "journal_excerpt": "status=9/KILL",
+           "unit_state": {"ActiveState": "failed", "SubState": "failed", "NRestarts": "0"}}
+    wait = stopped_after_join("sglang.service", now)
+    assert (wait["ready"], wait["reason"], wait["journal_excerpt"]) == (False, "unit_failed", "status=9/KILL")
+    assert wait["msg"] == ("sglang.service stopped after it had joined the instance (now failed/failed, NRestarts 0); "
+                           "see journal_excerpt")
+    assert stopped_after_join("u", {})["msg"].startswith("u stopped after it had joined the instance (now ?/?")
 
 
 def test_nodes_that_share_everything_raise_no_finding():
