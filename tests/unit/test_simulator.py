@@ -205,14 +205,16 @@ def test_port_closed_while_loading_then_models_answer(start_sim):
     assert json.loads(sim.get("/v1/models")[2])["data"][0]["id"].endswith("Kimi-K2.6")
 
 
-def test_health_is_503_until_warm_then_200(start_sim):
-    sim = start_sim(env={"SGLANG_SIM_WARMUP_SECONDS": "1.0"})
+def test_health_is_503_until_warm_then_200(start_sim, tmp_path):
+    hold = tmp_path / "release-warm-up"  # the warm-up lasts until the checks below are done, however slow
+    sim = start_sim(env={"SGLANG_SIM_WARMUP_SECONDS": "0", "SGLANG_SIM_WARMUP_HOLD_FILE": str(hold)})
     sim.wait_port()
     assert sim.get("/v1/models")[0] == 200
     for path in ("/health", "/health_generate", "/ready"):
         assert sim.get(path)[0] == 503, path
     assert sim.post("/v1/completions", {"prompt": "early", "max_tokens": 2})[0] == 200  # as in SGLang
     assert READY_LINE not in sim.stderr
+    hold.touch()
     sim.wait_for(READY_LINE)
     for path in ("/health", "/health_generate", "/ready"):
         assert sim.get(path)[0] == 200, path
@@ -366,10 +368,10 @@ def test_rank_1_told_to_stop_waits_for_rank_0s_shutdown_broadcast(start_sim):
     rank1.wait_port()
     rank1.proc.send_signal(signal.SIGTERM)
     rank1.wait_for("SIGTERM received on node_rank 1; waiting for the rank-0 ShutdownReq broadcast")
-    time.sleep(0.5)
     assert rank1.proc.poll() is None
     rank0.proc.send_signal(signal.SIGTERM)
     assert rank0.wait_exit() == 0 and rank1.wait_exit() == 0
+    # rank 1 ended on the broadcast, which only rank 0's stop sends: it waited for it
     assert "Received the rank-0 ShutdownReq broadcast" in rank1.stderr
 
 

@@ -27,6 +27,10 @@ Simulator-only knobs are environment variables (real SGLang would reject them in
 config file), each also accepted as a command-line flag:
 
     SGLANG_SIM_LOAD_SECONDS             --sim-load-seconds             3.0  weight loading
+    SGLANG_SIM_LOAD_HOLD_FILE           --sim-load-hold-file           (none) loading goes on until this
+                                                                            file exists (tests: a load that
+                                                                            lasts exactly as long as they need)
+    SGLANG_SIM_WARMUP_HOLD_FILE         --sim-warmup-hold-file         (none) the same for the warm-up
     SGLANG_SIM_GRAPH_SECONDS            --sim-graph-seconds            1.0  CUDA graph capture
     SGLANG_SIM_WARMUP_SECONDS           --sim-warmup-seconds           1.0  warm-up request
     SGLANG_SIM_TOKENS_PER_SECOND        --sim-tokens-per-second        model: the performance model below;
@@ -362,9 +366,13 @@ def add_server_options(parser):
 # (flag, environment variable, default, type, help)
 SIM_KNOBS = (
     ("--sim-load-seconds", "SGLANG_SIM_LOAD_SECONDS", "3.0", non_negative_float, "weight loading time"),
+    ("--sim-load-hold-file", "SGLANG_SIM_LOAD_HOLD_FILE", "", str,
+     "loading goes on (port closed) until this file exists"),
     ("--sim-graph-seconds", "SGLANG_SIM_GRAPH_SECONDS", "1.0", non_negative_float,
      "CUDA graph capture time (0 when graphs are disabled)"),
     ("--sim-warmup-seconds", "SGLANG_SIM_WARMUP_SECONDS", "1.0", non_negative_float, "warm-up time"),
+    ("--sim-warmup-hold-file", "SGLANG_SIM_WARMUP_HOLD_FILE", "", str,
+     "the warm-up goes on (HTTP up, /health 503) until this file exists"),
     ("--sim-tokens-per-second", "SGLANG_SIM_TOKENS_PER_SECOND", "model", tokens_per_second,
      "generation speed per request (0: no delay)"),
     ("--sim-health-generate-seconds", "SGLANG_SIM_HEALTH_GENERATE_SECONDS", "1.0", non_negative_float,
@@ -387,8 +395,10 @@ SIM_KNOBS = (
 class SimSettings:
     """The simulator-only knobs."""
     load_seconds: float
+    load_hold_file: str
     graph_seconds: float
     warmup_seconds: float
+    warmup_hold_file: str
     tokens_per_second: object  # "model" or a float
     health_generate_seconds: float
     failure: str
@@ -1406,6 +1416,7 @@ class Simulator:
             if step == stop_step:
                 sleep_forever()  # hang_loading: no more progress, port stays closed
             self.log.raw(progress_line(shards * step // LOAD_STEPS, shards, time.monotonic() - started))
+        wait_for_file(self.settings.load_hold_file)
         weights = weight_gb(self.args)
         self.avail_gb -= weights
         measured = [(label, self.avail_gb, weights) for label in self.labels()]
@@ -1509,6 +1520,7 @@ class Simulator:
 
     def warm_up(self):
         time.sleep(self.settings.warmup_seconds)
+        wait_for_file(self.settings.warmup_hold_file)
         if self.settings.failure == "warmup_fail":
             self.fail_warm_up_forever()
         if self.state.engine is not None:
@@ -1552,6 +1564,12 @@ class Simulator:
 # --------------------------------------------------------------------------- main
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def wait_for_file(path):
+    """Return once PATH exists (at once when PATH is empty): a hold knob's phase lasts until a test releases it."""
+    while path and not os.path.exists(path):
+        time.sleep(0.2)
 
 
 def ignore_stop_signals():
