@@ -44,7 +44,7 @@ def main():
         box = SystemdContainer("k26-bench-deploy-%d-%d" % (os.getpid(), n))
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                demo_inventory(box, tmp)
+                demo_inventory(box, tmp, quick_start=False)
                 first, changed_first = deploy(tmp)
                 before = invocation(box)
                 rerun, changed_rerun = deploy(tmp)

@@ -35,7 +35,7 @@ def timed_deploy(inventory, extra_vars=None):
 
 def first_deploy(size):
     with tempfile.TemporaryDirectory() as tmp:
-        with fleet_containers("k26-bench", size, tmp) as (replicas, router, inventory):
+        with fleet_containers("k26-bench", size, tmp, quick_start=False) as (replicas, router, inventory):
             elapsed, result = timed_deploy(inventory)
             front = result.hosts[router.name]
             healthy = sum(1 for worker in front.workers or [] if worker.get("is_healthy"))
@@ -46,7 +46,7 @@ def first_deploy(size):
 
 def rolling_change(size, streams):
     with tempfile.TemporaryDirectory() as tmp:
-        with fleet_containers("k26-bench", size, tmp) as (replicas, router, inventory):
+        with fleet_containers("k26-bench", size, tmp, quick_start=False) as (replicas, router, inventory):
             timed_deploy(inventory)
             with RequestStream(router, key_of(inventory), parallel=streams) as stream:
                 elapsed, result = timed_deploy(inventory, CHANGE)

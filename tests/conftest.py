@@ -28,3 +28,24 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = "skipped under CI=true, where every check must run: %s" % reason
+
+
+# The test files that take longest (bench/suite_times.py on a two-core machine), longest first. pytest-xdist's
+# --dist loadfile hands files to the workers in collection order: the long ones start at once and the short ones
+# fill in at the end, so no worker is left alone with a long file while the other idles.
+LONGEST_FIRST = (
+    "tests/integration/test_router.py",
+    "tests/integration/test_promises.py",
+    "tests/integration/test_benchmark.py",
+    "tests/integration/test_multinode.py",
+    "tests/integration/test_k26deploy_api.py",
+    "tests/integration/test_secrets.py",
+    "tests/integration/test_collection.py",
+    "tests/integration/test_bad_input.py",
+    "tests/integration/test_sglang_ready.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

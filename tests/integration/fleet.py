@@ -17,9 +17,10 @@ ROUTER_URL = "http://127.0.0.1:%d" % ROUTER_DEFAULTS["sglang_router_port"]
 
 
 @contextlib.contextmanager
-def fleet_containers(prefix, replicas, inventory_dir, router_vars=None):
+def fleet_containers(prefix, replicas, inventory_dir, router_vars=None, quick_start=True):
     """`replicas` replica containers and one router container on a network of their own, and an inventory for them
-    in `inventory_dir`: yields (replica containers, router container, inventory path)."""
+    in `inventory_dir` (demo_inventory's quick_start): yields (replica containers, router container, inventory
+    path)."""
     tag = os.getpid()
     with contextlib.ExitStack() as stack:
         network = stack.enter_context(podman_network("%s-net-%d" % (prefix, tag)))
@@ -29,7 +30,8 @@ def fleet_containers(prefix, replicas, inventory_dir, router_vars=None):
         settings = {"sglang_router_wheelhouse": str(wheelhouse(ROUTER_PACKAGE)), "sglang_router_policy": "round_robin",
                     "sglang_router_ready_timeout": 120}
         settings.update(router_vars or {})
-        inventory = demo_inventory(boxes[0], inventory_dir, *boxes[1:], routers=[router], router_vars=settings)
+        inventory = demo_inventory(boxes[0], inventory_dir, *boxes[1:], routers=[router], router_vars=settings,
+                                   quick_start=quick_start)
         yield boxes, router, inventory
 
 

@@ -7,13 +7,13 @@ simulator or no subprocess at all.
 import json
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args, sglang_options
+import sglang_parser
 from module_runner import run_module as run_shared
 from sglang_venv import SGLANG_PYTHON
 from sglang_venv import requires_real_sglang as real
@@ -42,13 +42,8 @@ K26 = {
 }
 
 
-def runner(argv):
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 def check(options=None, content=None, extra_args=None, tmpdir=None):
-    result, _cmd = sglang_args.run_check(runner, str(SGLANG_PYTHON), options=options, content=content,
+    result, _cmd = sglang_args.run_check(sglang_parser.run, str(SGLANG_PYTHON), options=options, content=content,
                                          extra_args=extra_args, tmpdir=tmpdir)
     return result
 
@@ -218,7 +213,7 @@ def test_pinned_requires_python_is_the_real_packages():
     """The interpreter rule's Requires-Python is the one in SGLang 0.5.23's own metadata."""
     from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import SGLANG_REQUIRES_PYTHON
 
-    out = subprocess.run([str(SGLANG_PYTHON), "-c", "import importlib.metadata as m; "
-                          "print(m.version('sglang'), m.metadata('sglang')['Requires-Python'])"],
-                         capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["0.5.23", SGLANG_REQUIRES_PYTHON]
+    rc, out, err = sglang_parser.run([str(SGLANG_PYTHON), "-c", "import importlib.metadata as m; "
+                                      "print(m.version('sglang'), m.metadata('sglang')['Requires-Python'])"])
+    assert rc == 0, err
+    assert out.split() == ["0.5.23", SGLANG_REQUIRES_PYTHON]

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
+import sglang_parser
 from sglang_venv import SGLANG_PYTHON, SGLANG_SITE, requires_real_sglang
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,15 +81,10 @@ def error_class(result):
                 "other: %s" % result["error"])
 
 
-def run(argv):
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 @pytest.mark.parametrize("case, config, flags, expected", CORPUS, ids=[c[0] for c in CORPUS])
 def test_same_verdict_as_sglang(case, config, flags, expected, tmp_path):
-    real, dummy = sglang_args.run_check(run, str(SGLANG_PYTHON), options=config, extra_args=flags, tmpdir=str(tmp_path))
-    simulated, dummy = sglang_args.run_check(run, sys.executable, options=config, extra_args=flags,
+    real, dummy = sglang_args.run_check(sglang_parser.run, str(SGLANG_PYTHON), options=config, extra_args=flags, tmpdir=str(tmp_path))
+    simulated, dummy = sglang_args.run_check(sglang_parser.run, sys.executable, options=config, extra_args=flags,
                                              simulator=str(SIMULATOR), tmpdir=str(tmp_path))
     assert real["sglang_version"] == "0.5.23"
     assert (error_class(real), error_class(simulated)) == (expected, expected), (real["error"], simulated["error"])
@@ -100,8 +96,14 @@ def real_options():
     script = ("import argparse, json; from sglang.srt.server_args import ServerArgs; p = argparse.ArgumentParser();"
               "ServerArgs.add_cli_args(p); print(json.dumps(sorted(o for a in p._actions for o in a.option_strings"
               " if o.startswith('--'))))")
-    return set(json.loads(subprocess.run([str(SGLANG_PYTHON), "-c", script], capture_output=True, text=True,
-                                         check=True, timeout=300).stdout))
+    return set(json.loads(asked(script)))
+
+
+def asked(script, *args):
+    """What SCRIPT prints when run by the real SGLang venv's interpreter (which must succeed)."""
+    rc, out, err = sglang_parser.run([str(SGLANG_PYTHON), "-c", script, *args])
+    assert rc == 0, err
+    return out
 
 
 def simulator_options():
@@ -174,8 +176,7 @@ def test_which_routes_need_the_key_is_sglangs_decision():
               " admin_api_key=None, auth_level=AuthLevel.NORMAL).allowed for m, p in json.loads(sys.argv[1])}))")
     api = simulator_api("--api-key", "k")
     routes = [(method, path) for path, (method, dummy) in api.routes.items()]
-    real = json.loads(subprocess.run([str(SGLANG_PYTHON), "-c", script, json.dumps(routes)], capture_output=True,
-                                     text=True, check=True, timeout=300).stdout)
+    real = json.loads(asked(script, json.dumps(routes)))
     no_key = Namespace(headers={})
     simulated = {path: api.authorized(no_key, path) for dummy, path in routes}
     assert simulated == real
