@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Every test of the project, in the order that fails fastest:
-#   lint (ansible-lint production profile) -> ansible-test sanity on the collection k26.deploy
-#   -> unit tests -> integration tests (real systemd in podman containers) -> Molecule scenarios.
-# Each part's wall time, pytest's JUnit XML and Molecule's timestamped output go to .cache/test-times/
-# (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time went.
+# Every test of the project. After the set-up, three lanes run side by side (each waits on containers and systemd
+# as much as it computes, so they share two cores well):
+#   checks:   ansible-lint (production profile) -> ansible-test sanity -> `make demo` and its curls from this machine
+#   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (2)
+#   molecule: the scenarios default and fleet
+# A lane's output is printed when it ends. Each part's wall time, pytest's JUnit XML and Molecule's timestamped
+# output go to .cache/test-times/ (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time
+# went, and this script prints it at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TIMES=${K26_TEST_TIMES:-$PWD/.cache/test-times}
 rm -rf "$TIMES" && mkdir -p "$TIMES"
 
-# lane NAME COMMAND...: run COMMAND under a heading and record its wall time and exit status in lanes.tsv.
-lane() {
+# part NAME COMMAND...: run COMMAND under a heading and record its wall time and exit status in lanes.tsv.
+part() {
   local name=$1 start rc=0
   shift
   start=$(date +%s)
@@ -30,22 +33,50 @@ stamp() {
 }
 
 setup() { scripts/setup.sh && scripts/setup_sglang_cpu.sh; }
-lane "set-up (packages, virtualenvs, image)" setup
-trap '.venv/bin/python bench/suite_times.py "$TIMES" || true' EXIT
+part "set-up (packages, virtualenvs, image)" setup
 export PATH=$PWD/.venv/bin:$PATH
 export ANSIBLE_CONFIG=$PWD/ansible.cfg
 source scripts/image.env
 export K26_IMAGE
 
-lane "ansible-lint (production profile)" ansible-lint --profile production
-lane "ansible-test sanity (the collection k26.deploy)" tests/sanity/sanity.sh
+checks_lane() {
+  part "ansible-lint (production profile)" ansible-lint --profile production &&
+    part "ansible-test sanity (the collection k26.deploy)" tests/sanity/sanity.sh &&
+    part "make demo, and its curls from this machine" scripts/demo_check.sh
+}
 
-# Two workers, a test file each at a time (a file's containers are set up once for its tests): the integration
-# tests wait on systemd and containers more than they compute, so two share CI's two cores well.
-lane "pytest: unit and integration tests" python -m pytest -v -rs -p no:cacheprovider \
-  -n "${K26_TEST_WORKERS:-2}" --dist loadfile --durations=15 --junitxml="$TIMES/pytest.xml" tests
+# A test file's containers are set up once for its tests (--dist loadfile); tests/conftest.py hands out the
+# longest files first.
+pytest_lane() {
+  part "pytest: unit and integration tests" python -m pytest -v -rs -p no:cacheprovider \
+    -n "${K26_TEST_WORKERS:-2}" --dist loadfile --durations=15 --junitxml="$TIMES/pytest.xml" tests
+}
 
 molecule_scenario() { molecule test -s "$1" 2>&1 | stamp "$TIMES/molecule-$1.log"; }
-for scenario in default failure fleet; do
-  lane "molecule: $scenario" molecule_scenario "$scenario"
+molecule_lane() {
+  part "molecule: default" molecule_scenario default && part "molecule: fleet" molecule_scenario fleet
+}
+
+declare -A lanes=()
+for lane in checks pytest molecule; do
+  "${lane}_lane" >"$TIMES/lane-$lane.log" 2>&1 &
+  lanes[$!]=$lane
 done
+failed=()
+while ((${#lanes[@]})); do
+  rc=0
+  wait -n -p ended "${!lanes[@]}" || rc=$?
+  lane=${lanes[$ended]}
+  unset "lanes[$ended]"
+  printf '\n########## lane %s (exit %s) ##########\n' "$lane" "$rc"
+  cat "$TIMES/lane-$lane.log"
+  ((rc == 0)) || failed+=("$lane")
+done
+.venv/bin/python bench/suite_times.py "$TIMES" || true
+# pytest's closing line last, where a reader of the log looks for it
+printf '\n'
+grep -E '^=+ .*[0-9]+ (passed|failed).* =+$' "$TIMES/lane-pytest.log" | tail -n 1 || true
+if ((${#failed[@]})); then
+  printf 'FAILED lanes: %s\n' "${failed[*]}"
+  exit 1
+fi

@@ -14,11 +14,20 @@ from harness import ROOT, VENV_BIN, demo_inventory, systemd_container
 pytestmark = pytest.mark.integration
 
 SITE = """\
+- name: Check the hosts first
+  ansible.builtin.import_playbook: k26.deploy.preflight
+
 - name: Deploy Kimi K2.6 with the k26.deploy collection
   ansible.builtin.import_playbook: k26.deploy.deploy
 
 - name: Ask the service where it stands
   ansible.builtin.import_playbook: k26.deploy.status
+
+- name: Roll back (there is nothing to roll back to: the live configuration is the last one that reached ready)
+  ansible.builtin.import_playbook: k26.deploy.rollback
+
+- name: Read the service's journal
+  ansible.builtin.import_playbook: k26.deploy.logs
 """
 
 
@@ -68,6 +77,10 @@ def test_an_outside_project_deploys_with_fqcns_only(tarball, tmp_path):
         out = run(["ansible-playbook", "-i", inventory, "site.yml"], cwd=project,
                   ANSIBLE_CONFIG=config)
         assert "%s is serving kimi-k2.6" % box.name in out and "READY" in out
+        # the other entry points, imported the same way, ran too
+        assert out.count("Preflight passed on %s" % box.name) >= 2  # preflight.yml, and again inside deploy.yml
+        assert "not attempted: the live configuration is already the last one that reached ready" in out
+        assert "k26_log_lines_masked" in out and "The server is fired up and ready to roll!" in out
         key = (project / "inventory" / ".secrets" / "api_key").read_text().strip()
         models = box.exec("curl -s -H 'Authorization: Bearer %s' http://127.0.0.1:30000/v1/models" % key).stdout
         assert [m["id"] for m in yaml.safe_load(models)["data"]] == ["kimi-k2.6"]

@@ -84,8 +84,16 @@ def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
     # The unit restarts on failure: the first crash is noticed as the start of a crash loop.
     assert not host.ready and host.reason == "crash_loop"
     assert "torch.OutOfMemoryError: CUDA out of memory." in host.journal_excerpt
+    assert "restored the previous configuration; it is serving again" in host.msg
     assert host.rolled_back is True
     assert managed_files(box) == good
+    assert "SGLANG_SIM_FAILURE" not in box.exec("cat /etc/sglang/sglang.env").stdout
+    # serving again, as a client sees it (what the Molecule scenario `failure` checked before it was folded in here)
+    key = (Path(inventory) / ".secrets" / "api_key").read_text().strip()
+    models = box.exec("curl -sf -H 'Authorization: Bearer %s' http://127.0.0.1:30000/v1/models" % key).stdout
+    assert [m["id"] for m in json.loads(models)["data"]] == ["kimi-k2.6"]
+    assert box.exec("curl -sf http://127.0.0.1:30000/ready", check=False).returncode == 0
+    assert "torch.OutOfMemoryError: CUDA out of memory." in box.exec("journalctl -u sglang.service --no-pager").stdout
     status = k26deploy.status(inventory=inventory)
     assert status.exit_code == 0 and status.hosts[box.name].ready
 

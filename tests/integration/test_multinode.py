@@ -12,7 +12,7 @@ import yaml
 
 import k26deploy
 from fleet import chat, key_of
-from harness import demo_inventory, podman_network, systemd_container
+from harness import demo_inventory, podman_network, snapshot_diff, systemd_container
 
 pytestmark = pytest.mark.integration
 
@@ -78,6 +78,19 @@ def test_rank_0_serves_the_model_and_status_reports_every_node(instance):
     assert status.exit_code == 0, status.to_json()
     assert [(status.hosts[box.name].ready, status.hosts[box.name].node_rank) for box in (rank0, rank1)] == \
         [(True, 0), (True, 1)]
+
+
+def test_an_instance_not_wholly_in_the_run_fails_before_anything_changes(instance):
+    rank0, rank1, inventory, dummy = instance
+    before = {box.name: (box.snapshot(), invocation(box)) for box in (rank0, rank1)}
+    result = k26deploy.deploy(inventory=inventory, limit=rank0.name,
+                              extra_vars={"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 2}})
+    host = result.hosts[rank0.name]
+    assert result.exit_code == 2 and host.bad_input and host.changed == 0, result.to_json()
+    assert "start and roll back together" in host.msg and rank1.name in host.msg, host.msg
+    for box in (rank0, rank1):
+        snapshot, running = before[box.name]
+        assert snapshot_diff(snapshot, box.snapshot()) == [] and invocation(box) == running, box.name
 
 
 def test_a_node_that_crashes_fails_the_instance_with_its_own_excerpt_and_both_nodes_roll_back(instance):

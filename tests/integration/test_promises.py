@@ -4,6 +4,7 @@ one run with --limit."""
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -15,10 +16,13 @@ import yaml
 import k26deploy
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
 from harness import ROOT, VENV_BIN, demo_inventory, snapshot_diff, systemd_container
+import sglang_parser
 from sglang_venv import SGLANG_PYTHON, requires_real_sglang
 
 pytestmark = pytest.mark.integration
 
+UNIT = "sglang.service"
+STORE = "/var/lib/k26deploy/rollback/sglang"  # root's copy of the last configuration that reached ready
 MANAGED_FILES = ("/etc/systemd/system/sglang.service", "/etc/sglang/sglang.yaml", "/etc/sglang/sglang.env")
 CRASH = {"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_FAILURE": "crash_loading"}
 WAIT_TASK = "Wait until SGLang is ready (loaded, serving the model, warmed up)"
@@ -32,7 +36,11 @@ def served(tmp_path_factory):
         runs = tmp_path_factory.mktemp("runs")
         first = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "first")
         assert first.exit_code == 0, first.to_json()
+        DEMO_FILES[box.name] = managed_files(box)
         yield box, inventory, runs
+
+
+DEMO_FILES = {}  # container -> its managed files as the demo's configuration writes them
 
 
 def key_of(inventory):
@@ -54,15 +62,36 @@ def cli(runs, name, *args, **popen):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def parser_runner(argv):
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 def redeploy(served_fixture):
     box, inventory, runs = served_fixture
     result = k26deploy.deploy(inventory=inventory, private_data_dir=runs / ("redeploy-%d" % time.monotonic_ns()))
     assert result.exit_code == 0 and result.hosts[box.name].ready, result.to_json()
+
+
+@pytest.fixture
+def changes(served):
+    """The served container for a test that changes its configuration: the demo's is deployed again afterwards
+    where the test left another one, or a service that does not run (also when the test failed half-way), so that
+    the next test starts from it."""
+    yield served
+    box = served[0]
+    if managed_files(box) != DEMO_FILES[box.name] or box.systemctl("is-active", "--quiet", UNIT, check=False).returncode:
+        redeploy(served)
+
+
+# The simulator's loading goes on until this file exists: a load exactly as long as a test needs, however slow
+# the machine is (the service's home is readable by the service).
+HOLD_FILE = "/var/lib/sglang/k26-test-release-load"
+
+
+def held_load(box, load_seconds):
+    """sglang_service_environment for a start whose loading waits for release_load(box)."""
+    box.exec("rm -f %s" % HOLD_FILE)
+    return {"SGLANG_SIM_LOAD_SECONDS": load_seconds, "SGLANG_SIM_LOAD_HOLD_FILE": HOLD_FILE}
+
+
+def release_load(box):
+    box.exec("touch %s" % HOLD_FILE)
 
 
 # ---------------------------------------------------------------- check mode
@@ -89,8 +118,8 @@ def test_preflight_check_mode_changes_nothing(served):
 
 # ---------------------------------------------------------------- rollback
 
-def test_rollback_restores_the_exact_previous_files(served):
-    box, inventory, runs = served
+def test_rollback_restores_the_exact_previous_files(changes):
+    box, inventory, runs = changes
     good = managed_files(box)
     broken = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "broken",
                               extra_vars={"sglang_service_environment": CRASH, "sglang_service_rollback": False})
@@ -110,27 +139,67 @@ def test_rollback_with_nothing_to_roll_back_to(served):
     assert host.msg == "not attempted: the live configuration is already the last one that reached ready"
 
 
-def test_a_restored_configuration_that_fails_too_is_reported(served):
-    box, inventory, runs = served
+def test_a_restored_configuration_that_fails_too_is_reported(changes):
+    box, inventory, runs = changes
     # The last good configuration no longer works either (here: its environment now makes it crash).
-    box.exec("echo SGLANG_SIM_FAILURE=crash_loading >> /var/lib/sglang/rollback/env")
+    box.exec("echo SGLANG_SIM_FAILURE=crash_loading >> %s/env" % STORE)
     try:
-        result = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "both-fail",
-                                  extra_vars={"sglang_service_environment": CRASH})
-        host = result.hosts[box.name]
-        assert result.exit_code == 1 and host.rolled_back is False, result.to_json()
+        host = crash_change(changes, "both-fail")
+        assert host.rolled_back is False, host
         assert host.summary["rollback_outcome"].startswith(
             "restored the previous configuration but it did not come up either")
     finally:
-        box.exec("sed -i '/^SGLANG_SIM_FAILURE=crash_loading$/d' /var/lib/sglang/rollback/env")
-        redeploy(served)
+        box.exec("sed -i '/^SGLANG_SIM_FAILURE=crash_loading$/d' %s/env" % STORE)
+
+
+def crash_change(served_fixture, name):
+    """Deploy a change that crashes while loading (its run's artifacts under runs/NAME): the host's result."""
+    box, inventory, runs = served_fixture
+    result = k26deploy.deploy(inventory=inventory, private_data_dir=runs / name,
+                              extra_vars={"sglang_service_environment": CRASH})
+    assert result.exit_code == 1, result.to_json()
+    return result.hosts[box.name]
+
+
+def as_service_user(box, command):
+    return box.exec("runuser -u sglang -- /bin/sh -c %s" % shlex.quote(command), check=False)
+
+
+def test_the_service_account_cannot_plant_a_rollback(changes):
+    """The account runs trust-remote-code models and JIT caches: design for it being compromised. Root restores only
+    from its own store, which the account can neither write nor replace, and says why it refuses a store that
+    someone else could have written."""
+    box, inventory, runs = changes
+    good = managed_files(box)
+    # the live unit with a line that would run as root: what a compromised account would plant
+    plant = "sed '/^\\[Service\\]/a ExecStartPre=+/bin/touch /root/k26-planted' /etc/systemd/system/sglang.service"
+    denied = as_service_user(box, "%s > %s/unit" % (plant, STORE))
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr
+    # Where the store used to be (the account's home, which it may write), a planted copy is never read.
+    legacy = "/var/lib/sglang/rollback"
+    planting = as_service_user(box, "mv {0} {0}.old 2>/dev/null; mkdir -p {0} && {1} > {0}/unit && "
+                                    "cp /etc/sglang/sglang.yaml {0}/config.yaml && cp /etc/sglang/sglang.env {0}/env && "
+                                    "grep -c k26-planted {0}/unit".format(legacy, plant))
+    assert planting.returncode == 0 and planting.stdout.strip() == "1", planting
+    assert crash_change(changes, "planted").rolled_back
+    assert managed_files(box) == good and box.exec("test -e /root/k26-planted", check=False).returncode != 0
+    # A saved file the account owns (as if it had replaced it): refused, and said so.
+    box.exec("chown sglang %s/unit" % STORE)
+    try:
+        host = crash_change(changes, "untrusted")
+        assert host.rolled_back is False, host
+        assert "the rollback store is not root's alone" in host.summary["rollback_outcome"]
+        assert "%s/unit is owned by uid" % STORE in host.summary["rollback_outcome"]
+    finally:
+        box.exec("chown root %s/unit" % STORE)
+    assert box.exec("test -e /root/k26-planted", check=False).returncode != 0
 
 
 # ---------------------------------------------------------------- exit codes and Ctrl-C
 
 @pytest.mark.parametrize("failure, reason", [("hang_loading", "timeout"), ("warmup_fail", "warmup_failed")])
-def test_exit_code_3_when_the_wait_gives_up(served, failure, reason):
-    box, inventory, runs = served
+def test_exit_code_3_when_the_wait_gives_up(changes, failure, reason):
+    box, inventory, runs = changes
     change = {"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_FAILURE": failure},
               "sglang_service_ready_timeout": 15}
     rc, out, err = cli(runs, "exit3-" + failure, "deploy", "-i", inventory, "--json", "-e", json.dumps(change))
@@ -148,8 +217,8 @@ def test_exit_code_4_when_a_host_is_unreachable(tmp_path):
     assert json.loads(out)["hosts"]["k26-it-no-such-container"]["unreachable"] is True
 
 
-def test_ctrl_c_during_a_readiness_wait(served):
-    box, inventory, runs = served
+def test_ctrl_c_during_a_readiness_wait(changes):
+    box, inventory, runs = changes
     slow = {"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 120}}
     events = runs / "ctrl-c"
     proc = subprocess.Popen([str(VENV_BIN / "k26deploy"), "deploy", "-i", inventory, "-e", json.dumps(slow),
@@ -167,7 +236,6 @@ def test_ctrl_c_during_a_readiness_wait(served):
     assert "Cancelled. Last known state of each host:" in err
     assert "%s: cancelled, in task" % box.name in err and WAIT_TASK in err
     assert "canceled (exit 130)" in out
-    redeploy(served)
 
 
 def waiting_started(artifacts):
@@ -185,29 +253,52 @@ def waiting_started(artifacts):
 
 # ---------------------------------------------------------------- progress
 
-def test_live_progress_in_the_cli_and_the_api(served):
-    box, inventory, runs = served
-    slow = {"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 8}, "sglang_service_ready_progress_interval": 2}
-    rc, dummy, err = cli(runs, "progress", "deploy", "-i", inventory, "-e", json.dumps(slow))
-    assert rc == 0, err[-2000:]
-    lines = [line for line in err.splitlines() if line.startswith("  [%s] loading " % box.name)]
-    assert len(lines) >= 2 and any("Loading safetensors checkpoint shards" in line for line in lines), err[-3000:]
+def test_live_progress_in_the_cli_and_the_api(changes):
+    box, inventory, runs = changes
+    held = {"sglang_service_environment": held_load(box, 1), "sglang_service_ready_progress_interval": 1}
+    with open(runs / "progress.out", "w") as out:
+        proc = subprocess.Popen([str(VENV_BIN / "k26deploy"), "deploy", "-i", inventory, "-e", json.dumps(held),
+                                 "--artifacts-dir", str(runs / "progress")], cwd=ROOT, stdout=out,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            err, lines = [], []
+            for line in proc.stderr:  # the live view, as it is printed
+                err.append(line)
+                if line.startswith("  [%s] loading " % box.name):
+                    lines.append(line)
+                    if len(lines) == 2:
+                        release_load(box)
+            rc = proc.wait(timeout=300)
+        finally:
+            release_load(box)
+            if proc.poll() is None:
+                proc.kill()
+    assert rc == 0, "".join(err)[-3000:]
+    assert len(lines) >= 2 and any("Loading safetensors checkpoint shards" in line for line in lines), "".join(err)
     records = []
-    slower = dict(slow, sglang_service_environment={"SGLANG_SIM_LOAD_SECONDS": 7})
-    result = k26deploy.deploy(inventory=inventory, extra_vars=slower, progress_callback=records.append,
-                              private_data_dir=runs / "progress-api")
+
+    def progress(record):
+        records.append(record)
+        if record.get("host") == box.name and record.get("phase") == "loading":
+            release_load(box)
+
+    slower = dict(held, sglang_service_environment=held_load(box, 2))
+    try:
+        result = k26deploy.deploy(inventory=inventory, extra_vars=slower, progress_callback=progress,
+                                  private_data_dir=runs / "progress-api")
+    finally:
+        release_load(box)
     assert result.exit_code == 0, result.to_json()
     phases = [r["phase"] for r in records if r.get("host") == box.name]
     assert "loading" in phases, records
-    redeploy(served)
 
 
 # ---------------------------------------------------------------- secrets
 
-def test_logs_hide_keys_that_sglang_printed_before(served):
+def test_logs_hide_keys_that_sglang_printed_before(changes):
     # An earlier SGLang start printed its arguments in clear (as 0.5.23 does without the launcher): a drop-in's
     # ExecStartPre writes such lines into the current run's journal, where `k26deploy logs` reads.
-    box, inventory, runs = served
+    box, inventory, runs = changes
     old_key = "k26-earlier-key-3c1d9e"
     dropin = "/etc/systemd/system/sglang.service.d/k26-test-earlier-log.conf"
     box.put(dropin, "[Service]\nExecStartPre=/bin/echo \"server_args={'api_key': '%s', 'port': 30000}\"\n"
@@ -216,7 +307,7 @@ def test_logs_hide_keys_that_sglang_printed_before(served):
         box.exec("systemctl daemon-reload && systemctl restart sglang.service")
     finally:
         box.exec("rm -f %s && systemctl daemon-reload" % dropin)
-    redeploy(served)  # waits until it serves again, changing nothing: the journal stays this run's
+    redeploy(changes)  # waits until it serves again, changing nothing: the journal stays this run's
     rc, out, err = cli(runs, "logs", "logs", "-i", inventory, "--json")
     assert rc == 0, err
     excerpt = json.loads(out)["hosts"][box.name]["journal_excerpt"]
@@ -229,7 +320,7 @@ def test_the_rendered_config_passes_sglangs_own_parser(served, tmp_path):
     # The file a real converge wrote, not a copy of it, read by SGLang 0.5.23's parser and config merger.
     box = served[0]
     content = box.exec("cat /etc/sglang/sglang.yaml").stdout
-    result, dummy = sglang_args.run_check(parser_runner, str(SGLANG_PYTHON), content=content, tmpdir=str(tmp_path))
+    result, dummy = sglang_args.run_check(sglang_parser.run, str(SGLANG_PYTHON), content=content, tmpdir=str(tmp_path))
     assert result["ok"] is True, result.get("error")
     assert result["parsed"]["pp_size"] == 8 and result["parsed"]["served_model_name"] == "kimi-k2.6"
 

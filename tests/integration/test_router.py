@@ -6,11 +6,15 @@ on the next run. The rolling change under a stream of requests and the bad chang
 are checked by the Molecule scenario fleet (molecule/fleet/verify.yml), with three replicas."""
 
 import json
+import signal
+import subprocess
+import time
 
 import pytest
 
 import k26deploy
 from fleet import ROUTER_DEFAULTS, ROUTER_URL, chat, fleet_containers, key_of, router_workers
+from harness import ROOT, VENV_BIN
 
 pytestmark = pytest.mark.integration
 
@@ -120,16 +124,67 @@ def invocation(replica):
     return replica.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
 
 
-def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet):
+LEAVE_TASK = "Take the replica out of the routers and let its requests finish"
+
+
+def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tmp_path):
     first, second, router, inventory, dummy = fleet
     change = {"sglang_service_environment": {LOAD: 1}}
     before = invocation(first)
-    # no time for the router to let the replica go: the run stops after writing the files, before the restart
-    stopped = k26deploy.deploy(inventory=inventory, extra_vars=dict(change, sglang_service_router_timeout=0))
-    assert stopped.exit_code == 1 and "still lists" in stopped.hosts[first.name].msg, stopped.to_json()
+    # A long request on the first replica holds its drain open: the run is stopped (Ctrl-C) after the replica's
+    # files were written and it left the router, before its restart, however fast or slow the machine is.
+    long_request = subprocess.Popen(
+        ["podman", "exec", first.name, "curl", "-s", "-o", "/dev/null", "-H", "Authorization: Bearer %s" % key_of(inventory),
+         "-H", "Content-Type: application/json", "-d", json.dumps({"model": "kimi-k2.6", "max_tokens": 20000,
+                                                                   "messages": [{"role": "user", "content": "long"}]}),
+         "http://127.0.0.1:30000/v1/chat/completions"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    events = tmp_path / "stopped"
+    run = subprocess.Popen([str(VENV_BIN / "k26deploy"), "deploy", "-i", inventory, "-e", json.dumps(change),
+                            "--artifacts-dir", str(events)], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        task_started(events, LEAVE_TASK)
+        wait_until(lambda: "http://%s:30000" % first.name not in router_workers(router, inventory), "the replica left")
+        assert running_requests(first) >= 1  # the drain waits for it
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=120)
+    finally:
+        for proc in (run, long_request):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert run.returncode == 130, err[-3000:]
     assert 'SGLANG_SIM_LOAD_SECONDS="1"' in first.exec("cat /etc/sglang/sglang.env").stdout
     assert invocation(first) == before
+    # left out of the router while it serves its old configuration
+    assert router_workers(router, inventory) == {"http://%s:30000" % second.name: True}
     again = k26deploy.deploy(inventory=inventory, extra_vars=change)
     assert again.exit_code == 0 and again.hosts[first.name].restarted, again.to_json()
     assert invocation(first) != before
     assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
+
+
+def running_requests(replica):
+    metrics = replica.exec("curl -s http://127.0.0.1:30000/metrics").stdout
+    return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("sglang:num_running_reqs"))
+
+
+def task_started(artifacts, task):
+    wait_until(lambda: any("runner_on_start" in text and task in text for text in event_texts(artifacts)),
+               "task %r started" % task)
+
+
+def event_texts(artifacts):
+    for path in artifacts.glob("artifacts/*/job_events/*.json"):
+        try:
+            yield path.read_text()
+        except FileNotFoundError:  # ansible-runner renamed a -partial.json meanwhile
+            continue
+
+
+def wait_until(condition, what, timeout=600):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("never happened: %s" % what)
+        time.sleep(0.5)

@@ -87,9 +87,15 @@ def test_the_endpoint_speaks_https_only(tls):
 
 
 def test_the_files_stay_private_and_the_unit_as_hardened_as_before(tls):
-    box = tls[0]
+    box, inventory = tls[0], tls[1]
     for name in ("sglang.yaml", "sglang.env"):
         assert box.exec("stat -c '%U:%G %a' /etc/sglang/" + name).stdout.strip() == "root:sglang 640"
+    # the key is in the config file only: not in the environment file, the unit or the service's environment
+    key = key_of(inventory)
+    assert key in box.exec("cat /etc/sglang/sglang.yaml").stdout
+    assert key not in box.exec("cat /etc/sglang/sglang.env /etc/systemd/system/sglang.service").stdout
+    pid = box.exec("systemctl show sglang.service -p MainPID --value").stdout.strip()
+    assert pid != "0" and key not in box.exec("cat /proc/%s/environ" % pid).stdout
     # systemd-analyze's exposure score, times ten: 1.7 before TLS and the launcher, and no higher since
     assert box.exec("systemd-analyze security --threshold=17 sglang.service", check=False).returncode == 0, \
         box.exec("systemd-analyze security sglang.service", check=False).stdout[-2000:]

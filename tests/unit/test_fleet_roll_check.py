@@ -1,0 +1,65 @@
+"""molecule/fleet/files/roll_check.py: the verdict on a rolling change from samples of the router's workers."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHECK = Path(__file__).resolve().parents[2] / "molecule" / "fleet" / "files" / "roll_check.py"
+URL = "http://{name}:30000"
+ALL = ["http://a:30000", "http://b:30000", "http://c:30000"]
+
+
+def identities(*windows):
+    return {name: {"InactiveEnterTimestampMonotonic": int(stop * 1e6), "ExecMainStartTimestampMonotonic": int(start * 1e6)}
+            for name, (stop, start) in zip("abc", windows)}
+
+
+def samples_of(listing):
+    """listing(t) -> URLs, sampled every 0.2 s from 0 to 40 s."""
+    return [[t / 5, listing(t / 5)] for t in range(0, 200)]
+
+
+def verdict(samples, ids, batches=(["a"], ["b"], ["c"])):
+    payload = {"samples": samples, "batches": list(batches), "identities": ids, "url": URL}
+    proc = subprocess.run([sys.executable, str(CHECK)], input=json.dumps(payload), capture_output=True, text=True)
+    return proc.returncode, proc.stdout
+
+
+def rolled(t):
+    """a out from 5 to 12, b from 15 to 22, c from 25 to 32."""
+    return [url for url, (leave, back) in zip(ALL, [(5, 12), (15, 22), (25, 32)]) if not leave <= t < back]
+
+
+def test_a_drained_roll_one_at_a_time_passes():
+    rc, out = verdict(samples_of(rolled), identities((5.5, 6), (15.5, 16), (25.5, 26)))
+    assert rc == 0, out
+    assert "drained and rolled batch by batch, in order: a then b then c" in out
+
+
+def two_at_a_time(t):
+    """a and b out from 5 to 12, c from 15 to 22."""
+    return [url for url, (leave, back) in zip(ALL, [(5, 12), (5, 12), (15, 22)]) if not leave <= t < back]
+
+
+def test_a_roll_two_at_a_time_passes_as_batches_and_fails_as_one_at_a_time():
+    ids = identities((5.5, 6), (5.6, 6.1), (15.5, 16))
+    rc, out = verdict(samples_of(two_at_a_time), ids, batches=[["a", "b"], ["c"]])
+    assert rc == 0 and "a+b then c" in out, out
+    rc, out = verdict(samples_of(two_at_a_time), ids)
+    assert rc == 1 and "b stopped before a had started again" in out, out
+
+
+@pytest.mark.parametrize("listing, ids, problem", [
+    (lambda t: ALL, identities((5.5, 6), (15.5, 16), (25.5, 26)), "a: the router listed it while it restarted"),
+    (rolled, identities((5.5, 6), (5.7, 16), (25.5, 26)), "b stopped before a had started again"),
+    (lambda t: [u for u in rolled(t) if u != "http://a:30000" or t < 5], identities((5.5, 6), (15.5, 16), (25.5, 26)),
+     "a: not listed again before the next batch stopped"),
+    (lambda t: [u for u in rolled(t) if u != "http://c:30000" or t < 25], identities((5.5, 6), (15.5, 16), (25.5, 26)),
+     "the last batch is not listed in the last sample"),
+    (rolled, identities((5.5, 6), (15.5, 16), (60, 61)), "c: no sample of the router's workers while it restarted"),
+], ids=["never left", "overlap", "never rejoined", "last never rejoined", "no sample"])
+def test_a_roll_that_breaks_a_promise_fails_with_the_reason(listing, ids, problem):
+    rc, out = verdict(samples_of(listing), ids)
+    assert rc == 1 and problem in out, out
