@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STEP_LINE = re.compile(r"^(\d+) .*?\b([\w-]+) \S+ ([\w-]+): Executing")
 
 
@@ -48,7 +49,7 @@ def molecule_steps(log):
     """[(step, seconds)] of one scenario's timestamped log: each step lasts until the next one starts
     (the last until the log's last line)."""
     starts, last = [], None
-    for line in log.read_text(errors="replace").splitlines():
+    for line in ANSI.sub("", log.read_text(errors="replace")).splitlines():
         stamp = line.split(" ", 1)[0]
         if stamp.isdigit():
             last = int(stamp)
