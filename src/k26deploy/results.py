@@ -128,10 +128,10 @@ def is_bad_input_action(task_action: str | None) -> bool:
     return action in BAD_INPUT_ACTIONS or action.rsplit(".", maxsplit=1)[-1] in ("sglang_preflight", "sglang_args_check")
 
 
-#: these files only compute and check inputs (the roles' option checks, the preflight play): any failure there
-#: (an assert, or a filter refusing an option) is bad input
+#: these files only compute and check inputs (the roles' option checks, a node's place in its multi-node instance,
+#: the preflight play): any failure there (an assert, or a filter refusing an option) is bad input
 BAD_INPUT_TASK_PATH = re.compile(
-    r"(^|/)(playbooks/preflight|roles/[^/]+/tasks/(options|validate[^/]*|preflight[^/]*))\.ya?ml(:\d+)?$"
+    r"(^|/)(playbooks/preflight|roles/[^/]+/tasks/(options|instance|validate[^/]*|preflight[^/]*))\.ya?ml(:\d+)?$"
 )
 
 
@@ -140,8 +140,8 @@ def is_bad_input_failure(task_action: str | None, task_path: str | None = None,
     """Does this failed task mean "the input is wrong, nothing was changed"?
 
     * ``validate_argument_spec`` (role argument specs), the ``sglang_preflight`` or ``sglang_args_check`` module;
-    * any task from ``playbooks/preflight.yml`` or from a role's ``tasks/options.yml``, ``tasks/validate*.yml``
-      or ``tasks/preflight*.yml``;
+    * any task from ``playbooks/preflight.yml`` or from a role's ``tasks/options.yml``, ``tasks/instance.yml``,
+      ``tasks/validate*.yml`` or ``tasks/preflight*.yml``;
     * any task whose result carries ``k26_bad_input: true``.
     """
     if is_bad_input_action(task_action):

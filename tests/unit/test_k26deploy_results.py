@@ -278,6 +278,7 @@ def test_bad_input_actions_map_to_exit_2(action):
     ("assert", "roles/nvidia_cuda/tasks/validate_inputs.yml:3", True),
     ("ansible.builtin.assert", "/p/roles/nvidia_cuda/tasks/verify.yml:20", False),
     ("ansible.builtin.set_fact", "/p/roles/sglang_service/tasks/options.yml:10", True),
+    ("ansible.builtin.set_fact", "/p/roles/sglang_service/tasks/instance.yml:10", True),
     ("sglang_args_check", "/p/roles/sglang_service/tasks/check_args.yml:2", True),
     ("ansible.builtin.command", "/p/roles/sglang_service/tasks/files.yml:10", False),
     ("ansible.builtin.fail", "/p/roles/sglang_service/tasks/rollback.yml:5", False),
