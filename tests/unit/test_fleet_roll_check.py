@@ -21,8 +21,8 @@ def samples_of(listing):
     return [[t / 5, listing(t / 5)] for t in range(0, 200)]
 
 
-def verdict(samples, ids, batches=(["a"], ["b"], ["c"])):
-    payload = {"samples": samples, "batches": list(batches), "identities": ids, "url": URL}
+def verdict(samples, ids, serial=1):
+    payload = {"samples": samples, "replicas": ["a", "b", "c"], "serial": serial, "identities": ids, "url": URL}
     proc = subprocess.run([sys.executable, str(CHECK)], input=json.dumps(payload), capture_output=True, text=True,
                           check=False)
     return proc.returncode, proc.stdout
@@ -46,10 +46,18 @@ def two_at_a_time(t):
 
 def test_a_roll_two_at_a_time_passes_as_batches_and_fails_as_one_at_a_time():
     ids = identities((5.5, 6), (5.6, 6.1), (15.5, 16))
-    rc, out = verdict(samples_of(two_at_a_time), ids, batches=[["a", "b"], ["c"]])
+    rc, out = verdict(samples_of(two_at_a_time), ids, serial=2)
     assert rc == 0 and "a+b then c" in out, out
     rc, out = verdict(samples_of(two_at_a_time), ids)
     assert rc == 1 and "b stopped before a had started again" in out, out
+
+
+def test_the_batches_follow_the_run_not_the_inventory():
+    """c and a first, then b (the order of the run's group): still two at a time."""
+    def listing(t):
+        return [url for url, (leave, back) in zip(ALL, [(5, 12), (15, 22), (5, 12)]) if not leave <= t < back]
+    rc, out = verdict(samples_of(listing), identities((5.6, 6.1), (15.5, 16), (5.5, 6)), serial=2)
+    assert rc == 0 and "c+a then b" in out, out
 
 
 @pytest.mark.parametrize("listing, ids, problem", [

@@ -1,7 +1,8 @@
-"""Did the roll drain each replica out of the router, one batch at a time and in order?
+"""Did the roll drain each replica out of the router, `serial` replicas at a time, one batch after the other?
 
 stdin: {"samples": [[monotonic seconds, [worker URLs the router lists]], ...],
-        "batches": [[replica names], ...] in the order they must roll (k26_serial replicas a batch),
+        "replicas": [replica names], "serial": the roll's k26_serial (the batches are the replicas in the order
+        they stopped, `serial` at a time: the run, not the inventory, decides the order),
         "identities": {name: {"InactiveEnterTimestampMonotonic": usec, "ExecMainStartTimestampMonotonic": usec}},
         "url": "http://{name}:30000" (a replica's worker URL)}
 The timestamps are systemd's for the replica's restart (its stop and its new process's start), on the same
@@ -58,7 +59,8 @@ def check_batches(batches):
 def main():
     data = json.load(sys.stdin)
     samples = sorted((when, set(urls)) for when, urls in data["samples"])
-    batches = [[replica(data, name) for name in names] for names in data["batches"]]
+    stopped = sorted((replica(data, name) for name in data["replicas"]), key=lambda one: one["stopped"])
+    batches = [stopped[index:index + data["serial"]] for index in range(0, len(stopped), data["serial"])]
     problems = check_batches(batches)
     for index, batch in enumerate(batches):
         next_stop = min(one["stopped"] for one in batches[index + 1]) if index + 1 < len(batches) else float("inf")
