@@ -84,7 +84,7 @@ def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
     # The unit restarts on failure: the first crash is noticed as the start of a crash loop.
     assert not host.ready and host.reason == "crash_loop"
     assert "torch.OutOfMemoryError: CUDA out of memory." in host.journal_excerpt
-    assert "restored the previous configuration; it is serving again" in host.msg
+    assert host.summary["rollback_outcome"].startswith("restored the previous configuration; it is serving again")
     assert host.rolled_back is True
     assert managed_files(box) == good
     assert "SGLANG_SIM_FAILURE" not in box.exec("cat /etc/sglang/sglang.env").stdout
