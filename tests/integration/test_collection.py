@@ -23,7 +23,7 @@ SITE = """\
 - name: Ask the service where it stands
   ansible.builtin.import_playbook: k26.deploy.status
 
-- name: Roll back (there is nothing to roll back to: the live configuration is the last one that reached ready)
+- name: Roll back (there is nothing to roll back to, the live configuration is the last one that reached ready)
   ansible.builtin.import_playbook: k26.deploy.rollback
 
 - name: Read the service's journal
