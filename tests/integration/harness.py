@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import yaml
@@ -235,3 +236,27 @@ def demo_inventory(container, directory, *replicas, routers=(), router_vars=None
                                     "vars": dict(router_vars or {})}
     (directory / "hosts.yml").write_text(yaml.safe_dump(groups))
     return str(directory)
+
+
+def task_started(artifacts, task, timeout=600):
+    """Return once the ansible-runner events under ARTIFACTS show TASK started (runner_on_start)."""
+    wait_until(lambda: any("runner_on_start" in text and task in text for text in event_texts(artifacts)),
+               "task %r started" % task, timeout)
+
+
+def event_texts(artifacts):
+    """The text of each event file ansible-runner wrote under ARTIFACTS so far."""
+    for path in artifacts.glob("artifacts/*/job_events/*.json"):
+        try:
+            yield path.read_text()
+        except FileNotFoundError:  # ansible-runner renamed a -partial.json meanwhile
+            continue
+
+
+def wait_until(condition, what, timeout=600):
+    """Poll CONDITION every 0.5 s until it holds; fail naming WHAT after TIMEOUT seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("never happened: %s" % what)
+        time.sleep(0.5)

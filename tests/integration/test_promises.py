@@ -15,7 +15,7 @@ import yaml
 
 import k26deploy
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
-from harness import ROOT, VENV_BIN, demo_inventory, snapshot_diff, systemd_container
+from harness import ROOT, VENV_BIN, demo_inventory, snapshot_diff, systemd_container, task_started
 import sglang_parser
 from sglang_venv import SGLANG_PYTHON, requires_real_sglang
 
@@ -225,7 +225,7 @@ def test_ctrl_c_during_a_readiness_wait(changes):
                              "--artifacts-dir", str(events)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        waiting_started(events)
+        task_started(events, WAIT_TASK, timeout=300)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -236,19 +236,6 @@ def test_ctrl_c_during_a_readiness_wait(changes):
     assert "Cancelled. Last known state of each host:" in err
     assert "%s: cancelled, in task" % box.name in err and WAIT_TASK in err
     assert "canceled (exit 130)" in out
-
-
-def waiting_started(artifacts):
-    for dummy in range(600):
-        for path in artifacts.glob("artifacts/*/job_events/*.json"):
-            try:
-                text = path.read_text()
-            except FileNotFoundError:  # ansible-runner renamed a -partial.json meanwhile
-                continue
-            if "runner_on_start" in text and WAIT_TASK in text:
-                return
-        time.sleep(0.5)
-    raise AssertionError("the readiness wait never started")
 
 
 # ---------------------------------------------------------------- progress

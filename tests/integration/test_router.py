@@ -8,13 +8,12 @@ are checked by the Molecule scenario fleet (molecule/fleet/verify.yml), with thr
 import json
 import signal
 import subprocess
-import time
 
 import pytest
 
 import k26deploy
 from fleet import ROUTER_DEFAULTS, ROUTER_URL, chat, fleet_containers, key_of, router_workers
-from harness import ROOT, VENV_BIN
+from harness import ROOT, VENV_BIN, task_started, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -167,24 +166,3 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
 def running_requests(replica):
     metrics = replica.exec("curl -s http://127.0.0.1:30000/metrics").stdout
     return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("sglang:num_running_reqs"))
-
-
-def task_started(artifacts, task):
-    wait_until(lambda: any("runner_on_start" in text and task in text for text in event_texts(artifacts)),
-               "task %r started" % task)
-
-
-def event_texts(artifacts):
-    for path in artifacts.glob("artifacts/*/job_events/*.json"):
-        try:
-            yield path.read_text()
-        except FileNotFoundError:  # ansible-runner renamed a -partial.json meanwhile
-            continue
-
-
-def wait_until(condition, what, timeout=600):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("never happened: %s" % what)
-        time.sleep(0.5)
