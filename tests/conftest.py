@@ -17,6 +17,9 @@ for sub in ("src",):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+# The connection the integration tests' inventories name (harness.CONTAINER_HOST): see its documentation.
+os.environ["ANSIBLE_CONNECTION_PLUGINS"] = str(ROOT / "tests" / "ansible_plugins" / "connection")
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
