@@ -50,6 +50,72 @@ def test_bad_input_fails_before_any_change(bare, case, tmp_path):
     assert box.exec("id sglang", check=False).returncode != 0
 
 
+INJECTED = "\n[Service]\nExecStartPre=+/bin/sh -c 'id > /tmp/pwned'"
+# Every string the sglang_service role writes into its unit or environment file, each hostile, in one run: every
+# one is named in the refusal (test_unit_values.py shows what systemd reads from the values that are accepted).
+HOSTILE_SERVICE = {
+    "sglang_service_name": "../../../tmp/pwned",
+    "sglang_service_served_model_name": "kimi-k2.6" + INJECTED,
+    "sglang_service_user": "root" + INJECTED,
+    "sglang_service_group": "Users Group",
+    "sglang_service_home": "/var/lib/sglang" + INJECTED,
+    "sglang_service_cache_dir": "/var/cache/with space",
+    "sglang_service_hf_home": "relative/hf",
+    "sglang_service_config_dir": "/etc/../etc/sglang",
+    "sglang_service_read_write_paths": ["/srv/ok", "/srv/x" + INJECTED],
+    "sglang_service_launch_command": ["/usr/bin/python3", "--x" + INJECTED],
+    "sglang_service_environment": {"LD_PRELOAD": "/tmp/pwned.so", "PYTHONPATH": "/tmp", "BAD\nNAME": "1",
+                                   "GOOD_NAME": "value" + INJECTED},
+}
+HOSTILE_ROUTER = {
+    "sglang_router_version": "1.13.0" + INJECTED,
+    "sglang_router_user": "root" + INJECTED,
+    "sglang_router_group": "Router",
+    "sglang_router_base_dir": "opt/router",
+    "sglang_router_venv_dir": "/opt/x/../venv",
+    "sglang_router_config_dir": "/etc/router" + INJECTED,
+    "sglang_router_host": "0.0.0.0" + INJECTED,
+    "sglang_router_policy": "round_robin" + INJECTED,
+    "sglang_router_health_check_endpoint": "/ready" + INJECTED,
+    "sglang_router_prometheus_host": "127.0.0.1" + INJECTED,
+    "sglang_router_extra_args": ["--request-timeout-secs", "1800" + INJECTED],
+}
+
+
+def refused_before_any_change(box, inventory, extra, tmp_path):
+    """Run deploy_k26.yml with EXTRA; return the message of the task that failed, having checked that nothing
+    on the host changed."""
+    extra_file = tmp_path / "hostile.yml"
+    extra_file.write_text(yaml.safe_dump(extra))
+    before = box.snapshot()
+    rc, data = run_playbook(str(ROOT / "deploy_k26.yml"), str(inventory), extra_args=["-e", "@%s" % extra_file])
+    failed = [res for dummy, res in task_results(data, box.name) if res.get("failed")]
+    assert rc != 0 and failed, "nothing failed"
+    assert data["stats"][box.name]["changed"] == 0
+    assert snapshot_diff(before, box.snapshot()) == [], "files changed on the host"
+    assert box.exec("test -e /tmp/pwned", check=False).returncode != 0
+    return failed[0]["msg"]
+
+
+def test_every_hostile_service_value_is_refused_before_any_change(bare, tmp_path):
+    box, inventory = bare
+    message = refused_before_any_change(box, inventory, HOSTILE_SERVICE, tmp_path)
+    assert message.startswith("Unsafe values for %s's unit: " % box.name), message
+    for name in HOSTILE_SERVICE:
+        assert name + " " in message or name + "[" in message, (name, message)
+    for name in ("LD_PRELOAD", "PYTHONPATH", "'BAD\\nNAME'", "sglang_service_environment[GOOD_NAME]"):
+        assert name in message, (name, message)
+
+
+def test_every_hostile_router_value_is_refused_before_any_change(bare, tmp_path):
+    box, dummy = bare
+    inventory = demo_inventory(box, tmp_path / "inventory", routers=(box,))
+    message = refused_before_any_change(box, inventory, HOSTILE_ROUTER, tmp_path)
+    assert message.startswith("Unsafe values for %s's router unit: " % box.name), message
+    for name in HOSTILE_ROUTER:
+        assert name + " " in message, (name, message)
+
+
 # The seed deployment's two costly settings: CUDA graphs off (implicitly, through the attention backend) and
 # pp-async-batch-depth 0 with PP8.
 SEED = {"sglang_service_attention_backend": "torch_native", "sglang_service_pp_async_batch_depth": 0}

@@ -65,7 +65,7 @@ def test_the_inventory_group_is_the_instance(instance):
         assert (options["nnodes"], options["node-rank"]) == (2, rank)
         assert options["dist-init-addr"] == "%s:20000" % address
         env = box.exec("cat /etc/sglang/sglang.env").stdout
-        assert "NCCL_SOCKET_IFNAME=%s" % interface in env and "GLOO_SOCKET_IFNAME=%s" % interface in env
+        assert 'NCCL_SOCKET_IFNAME="%s"' % interface in env and 'GLOO_SOCKET_IFNAME="%s"' % interface in env
     assert "node_rank 1 joined" in rank0.exec("journalctl -u %s -o cat --no-pager" % UNIT).stdout
     assert "Init parallel ends. elapsed=" in rank1.exec("journalctl -u %s -o cat --no-pager" % UNIT).stdout
 

@@ -1,0 +1,30 @@
+"""Filters that check and write inventory values into systemd units and EnvironmentFiles
+(plugins/module_utils/systemd_unit_values.py holds the rules)."""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.k26.deploy.plugins.module_utils import systemd_unit_values as values
+
+
+def value_problems(checks):
+    """[[variable, kind, value], ...] -> every reason one of them cannot go into a unit ([] when none)."""
+    try:
+        return values.problems(checks)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError('systemd_value_problems: %s' % exc)
+
+
+def environment_problems(environment, name, allowed=()):
+    if not isinstance(environment, dict):
+        raise AnsibleFilterError('%s must be a mapping of variable names to values' % name)
+    return values.environment_problems(name, environment, allowed)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "systemd_value_problems": value_problems,
+            "systemd_environment_problems": environment_problems,
+            "systemd_specifiers_escaped": values.specifiers_escaped,
+            "systemd_command_line": values.command_line,
+            "systemd_environment_value": values.environment_value,
+        }

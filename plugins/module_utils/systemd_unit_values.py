@@ -1,0 +1,160 @@
+# -*- coding: utf-8 -*-
+"""What an inventory value may be before it lands in a systemd unit or an EnvironmentFile, and how it is written there.
+
+Two rules. A value that no escaping can carry is refused before anything changes: a control character (a newline
+would start a new directive or section), a user name systemd would not accept, a path that is relative, not
+normalised or (in a space-separated list) holds a space or quote. Every other value is written by systemd's own
+rules: ``%`` doubled wherever specifiers expand (systemd.unit(5)), and command-line words quoted and escaped as
+systemd.service(5) "Command lines" reads them (``$$`` for a literal ``$``). EnvironmentFile values are
+double-quoted with ``\\``, ``"``, ``$`` and the backtick escaped (systemd.exec(5)).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+# systemd's valid_user_group_name() in its strict form (the one useradd on Debian agrees with), 31 characters at most.
+ACCOUNT = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
+UNIT_NAME = re.compile(r'^[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,200}$')
+ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+# Names that choose what code a process loads: the dynamic linker's and Python's own.
+CODE_LOADING = re.compile(r'^(LD_|PYTHON)')
+# A command-line word made of these alone is written bare (an ExecStart= stays readable); any other is quoted.
+BARE_WORD = re.compile(r'^[A-Za-z0-9_+=:,./@%-]+$')
+LIST_UNSAFE = re.compile(r'[\s"\'\\]')
+
+
+def control_problem(name, value):
+    if CONTROL.search(str(value)):
+        return ('%s holds a control character (%r): in a unit a newline starts a new directive, so it is refused'
+                % (name, str(value)))
+    return None
+
+
+def text_problem(name, value):
+    """A free-text value (Description=, an environment value, a command-line word)."""
+    return control_problem(name, value)
+
+
+def account_problem(name, value):
+    if not ACCOUNT.match(str(value)):
+        return ('%s is %r: a user or group name is lower-case letters, digits, "_" and "-", starts with a letter '
+                'or "_" and has at most 31 characters' % (name, str(value)))
+    return None
+
+
+def unit_name_problem(name, value):
+    """A unit's name without '.service' (it is also part of file names under /etc)."""
+    if not UNIT_NAME.match(str(value)) or '@' in str(value):
+        return ('%s is %r: a unit name is letters, digits, "_", "-", ":" and "." (not first), without "/" or "@"'
+                % (name, str(value)))
+    return None
+
+
+def path_problem(name, value, in_list=False):
+    """An absolute, normalised path; in a space-separated list (ReadWritePaths=) also no space, quote or backslash."""
+    path = str(value)
+    problem = control_problem(name, path)
+    if problem:
+        return problem
+    if not path.startswith('/') or posixpath.normpath(path) != path or path.startswith('//'):
+        return '%s is %r: it must be an absolute, normalised path (no "..", "." or doubled or trailing "/")' % (
+            name, path)
+    if in_list and LIST_UNSAFE.search(path):
+        return '%s holds %r: a path in a space-separated list may not contain spaces, quotes or backslashes' % (
+            name, path)
+    return None
+
+
+def command_problem(name, words):
+    """A command line (a list of words): its first word an absolute path, no word with a control character."""
+    if not isinstance(words, (list, tuple)) or not words:
+        return '%s is empty: the unit needs a command to start' % name
+    if not str(words[0]).startswith('/'):
+        return '%s starts with %r: the first word must be an absolute path' % (name, str(words[0]))
+    for word in words:
+        problem = control_problem(name, word)
+        if problem:
+            return problem
+    return None
+
+
+def words_problem(name, words):
+    """Command-line words of a list (extra arguments): none with a control character."""
+    for word in words or []:
+        problem = control_problem(name, word)
+        if problem:
+            return problem
+    return None
+
+
+def environment_problems(name, environment, allowed=()):
+    """Problems with an environment mapping: names must be valid, and names that change what code is loaded
+    (LD_*, PYTHON*) must be listed in `allowed`; values must not hold control characters."""
+    problems = []
+    for key in sorted(environment or {}, key=str):
+        key_text = str(key)
+        if not ENV_NAME.match(key_text):
+            problems.append('%s has the variable name %r: a name is letters, digits and "_", not starting with a '
+                            'digit' % (name, key_text))
+        elif CODE_LOADING.match(key_text) and key_text not in allowed:
+            problems.append('%s sets %s, which changes what code the service loads: list it in the allow-list '
+                            'to mean it' % (name, key_text))
+        problem = control_problem('%s[%s]' % (name, key_text), environment[key])
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+CHECKS = {
+    'text': text_problem,
+    'account': account_problem,
+    'path': path_problem,
+    'listed_path': lambda name, value: path_problem(name, value, in_list=True),
+    'unit_name': unit_name_problem,
+    'command': command_problem,
+    'words': words_problem,
+}
+
+
+def problems(values):
+    """Every problem of `values`, a list of [variable name, kind, value] with kind one of CHECKS ('listed_path': a
+    path in a space-separated directive) or 'paths' (a list of those); [] when all may be written into a unit."""
+    found = []
+    for name, kind, value in values:
+        if kind == 'paths':
+            found.extend(problem for problem in (path_problem(name, path, in_list=True) for path in value or [])
+                         if problem)
+            continue
+        problem = CHECKS[kind](name, value)
+        if problem:
+            found.append(problem)
+    return found
+
+
+def specifiers_escaped(value):
+    """A value for a directive that expands specifiers (Description=, User=, WorkingDirectory=, paths): % -> %%."""
+    return str(value).replace('%', '%%')
+
+
+def command_word(word):
+    """One word of an ExecStart= line, read back by systemd as exactly `word`."""
+    text = str(word)
+    escaped = specifiers_escaped(text).replace('$', '$$')
+    if BARE_WORD.match(text):
+        return escaped
+    return '"%s"' % escaped.replace('\\', '\\\\').replace('"', '\\"')
+
+
+def command_line(words):
+    return ' '.join(command_word(word) for word in words)
+
+
+def environment_value(value):
+    """A value of an EnvironmentFile= line (NAME=VALUE), read back by systemd as exactly `value`."""
+    text = str(value)
+    for char in ('\\', '"', '$', '`'):
+        text = text.replace(char, '\\' + char)
+    return '"%s"' % text
