@@ -59,9 +59,8 @@ def path_problem(name, value, in_list=False):
     problem = control_problem(name, path)
     if problem:
         return problem
-    if not path.startswith('/') or posixpath.normpath(path) != path or path.startswith('//'):
-        return '%s is %r: it must be an absolute, normalised path (no "..", "." or doubled or trailing "/")' % (
-            name, path)
+    if not path.startswith('/') or posixpath.normpath(path) != (path.rstrip('/') or '/') or path.startswith('//'):
+        return '%s is %r: it must be an absolute, normalised path (no "..", "." or doubled "/")' % (name, path)
     if in_list and LIST_UNSAFE.search(path):
         return '%s holds %r: a path in a space-separated list may not contain spaces, quotes or backslashes' % (
             name, path)

@@ -116,6 +116,19 @@ def test_every_hostile_router_value_is_refused_before_any_change(bare, tmp_path)
         assert name + " " in message, (name, message)
 
 
+def test_an_account_or_directory_others_depend_on_is_refused_before_any_change(bare, tmp_path):
+    box, inventory = bare
+    box.exec("getent passwd alice >/dev/null || useradd --no-create-home --gid users alice")
+    extra = {"sglang_service_user": "root", "sglang_service_group": "users", "sglang_service_cache_dir": "/var/lib",
+             "sglang_service_config_dir": "/etc/"}
+    message = refused_before_any_change(box, inventory, extra, tmp_path)
+    assert message.startswith("Unsafe account or directories for %s: " % box.name), message
+    for expected in ("sglang_service_user root is root's account (uid 0)", "has other members (alice)",
+                     "sglang_service_cache_dir is /var/lib, a directory the system shares",
+                     "sglang_service_config_dir is /etc, a directory the system shares"):
+        assert expected in message, (expected, message)
+
+
 # The seed deployment's two costly settings: CUDA graphs off (implicitly, through the attention backend) and
 # pp-async-batch-depth 0 with PP8.
 SEED = {"sglang_service_attention_backend": "torch_native", "sglang_service_pp_async_batch_depth": 0}

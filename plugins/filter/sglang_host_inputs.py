@@ -1,0 +1,19 @@
+"""Filter for the service account and directories (plugins/module_utils/sglang_host_inputs.py holds the rules)."""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_host_inputs
+
+
+def host_input_problems(getent, user, group, home, directories, existing_ok=False):
+    """getent: {'passwd': getent_passwd, 'group': getent_group} facts -> every reason the account or directories
+    may not be used ([] when none)."""
+    try:
+        return sglang_host_inputs.problems(user, group, home, directories, getent.get('passwd') or {},
+                                           getent.get('group') or {}, bool(existing_ok))
+    except (AttributeError, IndexError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError('sglang_host_input_problems: %s' % exc)
+
+
+class FilterModule:
+    def filters(self):
+        return {"sglang_host_input_problems": host_input_problems}

@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+"""Inputs that are well-formed but would break the host late or silently: the service account and its directories.
+
+The role makes the service user a system account with no login shell and its home at sglang_service_home, and
+gives its directories to that user with mode 0750. Pointed at an account or a directory others depend on, that
+would take a person's login away, or a shared directory away from its other users; so those are refused before
+anything changes, with the reason, unless the operator says the account is meant (sglang_service_existing_account_ok).
+Root's account and group are refused always: the service runs code it downloads.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+NO_LOGIN_SHELLS = frozenset(['/usr/sbin/nologin', '/sbin/nologin', '/bin/false', '/usr/bin/false'])
+# The first UID of people's accounts (login.defs UID_MIN on Debian, Ubuntu and EL).
+FIRST_LOGIN_UID = 1000
+# Directories the system and other software share (FHS): chowning one to the service breaks them.
+SYSTEM_DIRECTORIES = frozenset([
+    '/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/media', '/mnt', '/opt', '/proc',
+    '/root', '/run', '/sbin', '/srv', '/sys', '/tmp', '/usr', '/usr/bin', '/usr/lib', '/usr/lib64', '/usr/local',
+    '/usr/local/bin', '/usr/local/lib', '/usr/sbin', '/usr/share', '/var', '/var/cache', '/var/lib', '/var/log',
+    '/var/opt', '/var/spool', '/var/tmp', '/etc/systemd', '/etc/systemd/system',
+])
+# Root's own store of rollback copies (the sglang_service role's __sglang_service_rollback_root and above it).
+ROOT_ONLY = '/var/lib/k26deploy'
+
+
+def user_problem(user, home, passwd, existing_ok):
+    """Why `user` may not be the service user. `passwd` is getent's passwd database ({name: [password, uid, gid,
+    gecos, home, shell]}); an account the role would have created itself is a system account without a login
+    shell whose home is `home`."""
+    entry = passwd.get(user)
+    if entry is None:
+        return None
+    uid, account_home, shell = int(entry[1]), entry[4], entry[5]
+    if uid == 0:
+        return 'sglang_service_user %s is root\'s account (uid 0): SGLang must not run as root' % user
+    if existing_ok:
+        return None
+    ours = uid < FIRST_LOGIN_UID and shell in NO_LOGIN_SHELLS and account_home == home
+    if not ours:
+        return ('sglang_service_user %s is an existing account (uid %d, shell %s, home %s) the role did not create: '
+                'it would set its shell to nologin and its home to %s. Choose another name, or set '
+                'sglang_service_existing_account_ok: true to use it as it is meant' % (user, uid, shell, account_home,
+                                                                                       home))
+    return None
+
+
+def group_problem(group, user, passwd, groups, existing_ok):
+    """Why `group` may not be the service group: root's group, or (unless existing_ok) a group with other members,
+    who could then read the config file that holds the API key. `groups` is getent's group database
+    ({name: [password, gid, members]})."""
+    entry = groups.get(group)
+    if entry is None:
+        return None
+    gid = int(entry[1])
+    if gid == 0:
+        return 'sglang_service_group %s is root\'s group (gid 0)' % group
+    if existing_ok:
+        return None
+    members = set(name for name in (entry[2] or '').split(',') if name)
+    members |= set(name for name, fields in passwd.items() if str(fields[2]) == str(gid))
+    others = sorted(members - {user})
+    if others:
+        return ('sglang_service_group %s has other members (%s): they could read the config file with the API key. '
+                'Choose a group of its own, or set sglang_service_existing_account_ok: true to share it as meant'
+                % (group, ', '.join(others)))
+    return None
+
+
+def directory_problems(directories):
+    """Why each of `directories` ([variable, path]) may not be given to the service (owner and mode 0750)."""
+    problems = []
+    for name, path in directories:
+        normal = posixpath.normpath(str(path))
+        if normal in SYSTEM_DIRECTORIES:
+            problems.append('%s is %s, a directory the system shares: the role would give it to the service '
+                            '(owner, mode 0750). Use a directory of its own, e.g. %s/sglang' % (name, normal, normal.rstrip('/')))
+        elif normal == ROOT_ONLY or normal.startswith(ROOT_ONLY + '/'):
+            problems.append('%s is %s, inside root\'s rollback store: the service may not own it' % (name, normal))
+    return problems
+
+
+def problems(user, group, home, directories, passwd, groups, existing_ok=False):
+    """Every reason the account and directories may not be used ([] when none)."""
+    found = [user_problem(user, home, passwd, existing_ok), group_problem(group, user, passwd, groups, existing_ok)]
+    return [problem for problem in found if problem] + directory_problems(directories)

@@ -1,0 +1,56 @@
+"""The service account and directories: an account or directory others depend on is refused, with the reason."""
+import pytest
+
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_host_inputs import problems
+
+HOME = "/var/lib/sglang"
+PASSWD = {
+    "root": ["x", "0", "0", "root", "/root", "/bin/bash"],
+    "daemon": ["x", "1", "1", "daemon", "/usr/sbin", "/usr/sbin/nologin"],
+    "sglang": ["x", "999", "998", "", HOME, "/usr/sbin/nologin"],
+    "ubuntu": ["x", "1000", "1000", "Ubuntu", "/home/ubuntu", "/bin/bash"],
+    "alice": ["x", "1001", "100", "", "/home/alice", "/bin/bash"],
+}
+GROUPS = {"root": ["x", "0", ""], "sglang": ["x", "998", ""], "users": ["x", "100", ""], "video": ["x", "44", "bob"],
+          "ubuntu": ["x", "1000", ""]}
+DIRS = [["sglang_service_home", HOME], ["sglang_service_cache_dir", "/var/cache/sglang"]]
+
+
+def check(user="sglang", group="sglang", directories=DIRS, existing_ok=False):
+    return problems(user, group, HOME, directories, PASSWD, GROUPS, existing_ok)
+
+
+def test_a_new_account_or_the_one_the_role_created_is_fine():
+    assert check() == []
+    assert check(user="new", group="new") == []
+
+
+@pytest.mark.parametrize("user, seen", [("ubuntu", "uid 1000, shell /bin/bash"), ("daemon", "home /usr/sbin")])
+def test_an_account_the_role_did_not_create_is_refused_unless_meant(user, seen):
+    found = check(user=user, group="new")
+    assert len(found) == 1 and found[0].startswith("sglang_service_user %s is an existing account" % user)
+    assert seen in found[0] and "sglang_service_existing_account_ok" in found[0]
+    assert check(user=user, group="new", existing_ok=True) == []
+
+
+def test_root_is_refused_even_when_meant():
+    assert "root's account" in check(user="root", existing_ok=True)[0]
+    assert "root's group" in check(group="root", existing_ok=True)[0]
+
+
+@pytest.mark.parametrize("group, others", [("users", "alice"), ("video", "bob")])
+def test_a_group_with_other_members_is_refused_unless_meant(group, others):
+    found = check(group=group)
+    assert len(found) == 1 and "has other members (%s)" % others in found[0]
+    assert check(group=group, existing_ok=True) == []
+
+
+@pytest.mark.parametrize("path", ["/etc", "/var/lib", "/var/lib/", "/", "/usr/local", "/var/lib/k26deploy",
+                                  "/var/lib/k26deploy/rollback/x"])
+def test_system_directories_and_roots_store_are_refused(path):
+    found = check(directories=[["sglang_service_cache_dir", path]], existing_ok=True)
+    assert len(found) == 1 and found[0].startswith("sglang_service_cache_dir is ")
+
+
+def test_every_problem_at_once():
+    assert len(check(user="ubuntu", group="users", directories=[["a", "/etc"], ["b", "/var"]])) == 4
