@@ -12,7 +12,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     SECRET_OPTION_KEYS,
     client_host,
     default_attention_backend,
-    is_loopback_host,
+    open_endpoint_problem,
     redact_log_line,
 )
 
@@ -126,11 +126,9 @@ def option_problems(options, gpu_count, api_key_set=False, allow_public_without_
     backend = options.get("attention-backend")
     if backend and backend not in ATTENTION_BACKENDS:
         problems.append("unknown attention backend '%s': choose one of %s" % (backend, ", ".join(ATTENTION_BACKENDS)))
-    host = options.get("host", "127.0.0.1")
-    if not is_loopback_host(host) and not api_key_set and not allow_public_without_key:
-        problems.append("host %s is reachable from other machines but no API key is set: set sglang_service_api_key "
-                        "(or sglang_service_allow_public_without_key: true to accept an open endpoint)" % host)
-    return problems
+    open_endpoint = open_endpoint_problem(options.get("host", "127.0.0.1"), api_key_set, allow_public_without_key,
+                                          "sglang_service_api_key", "sglang_service_allow_public_without_key")
+    return problems + ([open_endpoint] if open_endpoint else [])
 
 
 class FilterModule:

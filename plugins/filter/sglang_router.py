@@ -3,6 +3,7 @@
 from urllib.parse import urlsplit
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import open_endpoint_problem
 
 
 def replica_url(replica, endpoint=None):
@@ -29,6 +30,13 @@ def worker_urls(replicas):
     return [replica_url(replica) for replica in replicas if serves_api(replica)]
 
 
+def open_router_problem(host, api_key, allow_open):
+    """Why the router may not bind `host` with `api_key` ('' when it may)."""
+    return open_endpoint_problem(host, bool(api_key), bool(allow_open), "sglang_router_api_key",
+                                 "sglang_router_allow_public_without_key") or ''
+
+
 class FilterModule:
     def filters(self):
-        return {"sglang_router_worker_urls": worker_urls, "sglang_router_worker_url": replica_url}
+        return {"sglang_router_worker_urls": worker_urls, "sglang_router_worker_url": replica_url,
+                "sglang_router_open_problem": open_router_problem}

@@ -518,6 +518,17 @@ def check_public_without_tls(ctx):
                  "TLS proxy", dict(option_evidence(ctx, "ssl-certfile"), host=host))
 
 
+def check_metrics_open(ctx):
+    host = opt(ctx, "host", "127.0.0.1")
+    if is_loopback_host(host) or not opt(ctx, "enable-metrics"):
+        return None
+    return found("host %s with enable-metrics: SGLang serves /metrics without the API key, so whoever reaches port "
+                 "%s reads the server's load, queue and token counts." % (host, opt(ctx, "port", 30000)),
+                 "bind to 127.0.0.1 behind the router or a proxy, filter the port at the host's firewall, or drop "
+                 "enable-metrics; if the exposure is meant, set k26_preflight_severity_overrides K26-METRICS-OPEN: info",
+                 dict(option_evidence(ctx, "enable-metrics"), host=host))
+
+
 def check_python(ctx):
     python = ctx.get("python")
     if not python:
@@ -561,6 +572,7 @@ RULES = (
     Rule("K26-PYTHON-VERSION", ERROR, "interpreter too old for SGLang", check_python),
     Rule("K26-PUBLIC-WITHOUT-TLS", WARNING, "endpoint reachable from other machines without TLS",
          check_public_without_tls),
+    Rule("K26-METRICS-OPEN", WARNING, "/metrics reachable from other machines without a key", check_metrics_open),
 )
 RULE_IDS = tuple(rule.id for rule in RULES)
 

@@ -155,6 +155,15 @@ def is_loopback_host(host):
         return False  # a host name other than localhost: assume reachable from outside
 
 
+def open_endpoint_problem(host, api_key_set, allow_open, key_variable, allow_variable):
+    """Why a server bound to `host` without a key may not start (None when it may): reachable from other machines
+    with no key, unless the operator accepted an open endpoint."""
+    if is_loopback_host(host) or api_key_set or allow_open:
+        return None
+    return ("host %s is reachable from other machines but no API key is set: set %s (or %s: true to accept an "
+            "open endpoint)" % (host, key_variable, allow_variable))
+
+
 def is_loopback_url(url):
     """Whether the URL's host is a loopback address (no proxy is used for those)."""
     return is_loopback_host(urlsplit(str(url)).hostname or "")

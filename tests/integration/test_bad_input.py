@@ -116,6 +116,15 @@ def test_every_hostile_router_value_is_refused_before_any_change(bare, tmp_path)
         assert name + " " in message, (name, message)
 
 
+def test_a_router_open_to_other_machines_without_a_key_is_refused_before_any_change(bare, tmp_path):
+    box, dummy = bare
+    inventory = demo_inventory(box, tmp_path / "inventory", routers=(box,))
+    message = refused_before_any_change(box, inventory, {"sglang_router_api_key": ""}, tmp_path)
+    assert message == ("%s: host 0.0.0.0 is reachable from other machines but no API key is set: set "
+                       "sglang_router_api_key (or sglang_router_allow_public_without_key: true to accept an open "
+                       "endpoint)" % box.name), message
+
+
 def test_an_account_or_directory_others_depend_on_is_refused_before_any_change(bare, tmp_path):
     box, inventory = bare
     box.exec("getent passwd alice >/dev/null || useradd --no-create-home --gid users alice")

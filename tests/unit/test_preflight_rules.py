@@ -175,6 +175,10 @@ CASES = [
     ("K26-PUBLIC-WITHOUT-TLS", "public with TLS", ctx({"host": "0.0.0.0", "ssl-certfile": "/etc/sglang/tls/server.crt"}),
      None, None),
     ("K26-PUBLIC-WITHOUT-TLS", "public over HTTP", ctx({"host": "0.0.0.0"}), "warning", "in clear"),
+    ("K26-METRICS-OPEN", "loopback", ctx({"host": "127.0.0.1", "enable-metrics": True}), None, None),
+    ("K26-METRICS-OPEN", "public without metrics", ctx({"host": "0.0.0.0", "enable-metrics": None}), None, None),
+    ("K26-METRICS-OPEN", "public with metrics", ctx({"host": "0.0.0.0", "enable-metrics": True}), "warning",
+     "/metrics without the API key"),
     ("K26-PYTHON-VERSION", "Ubuntu 22.04's 3.10", ctx(python=dict(PY, version="3.10.12")), "error",
      "python3 is Python 3.10.12 but SGLang needs >=3.11"),
 ]
