@@ -64,11 +64,20 @@ def exit_codes_text() -> str:
 
 
 # -- extra vars ------------------------------------------------------------------------------
+# Messages about extra vars never quote them: a value may be the API key (the YAML parser's own message shows the
+# lines around the error, so only its position and problem are kept).
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = "; ".join(part for part in (getattr(exc, "context", None), getattr(exc, "problem", None)) if part)
+    return f"not valid YAML/JSON{where}" + (f": {what}" if what else "")
+
+
 def _load_mapping(text: str, origin: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise BadInputError(f"extra vars {origin}: not valid YAML/JSON: {exc}") from exc
+        raise BadInputError(f"extra vars {origin}: {_yaml_error(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -87,7 +96,7 @@ def parse_extra_vars(values: Iterable[str] | None, base_dir: str | Path | None =
     Raises ``BadInputError`` on anything else.
     """
     merged: dict[str, Any] = {}
-    for raw in values or ():
+    for number, raw in enumerate(values or (), start=1):
         value = raw.strip()
         if not value:
             continue
@@ -101,18 +110,19 @@ def parse_extra_vars(values: Iterable[str] | None, base_dir: str | Path | None =
                 raise BadInputError(f"extra vars file {path}: {exc.strerror or exc}") from exc
             merged.update(_load_mapping(text, str(path)))
         elif value.startswith("{"):
-            merged.update(_load_mapping(value, "inline mapping"))
+            merged.update(_load_mapping(value, f"-e number {number} (a mapping)"))
         elif value.startswith("["):
             raise BadInputError("extra vars: a list is not a mapping; use key=value, {...} or @file.yml")
         else:
             try:
                 tokens = shlex.split(value)
             except ValueError as exc:
-                raise BadInputError(f"extra vars {value!r}: {exc}") from exc
-            for token in tokens:
+                raise BadInputError(f"extra vars -e number {number} (key=value words): {exc}") from None
+            for word, token in enumerate(tokens, start=1):
                 key, sep, val = token.partition("=")
                 if not sep or not key.strip():
-                    raise BadInputError(f"extra vars {token!r}: expected key=value, {{...}} or @file.yml")
+                    raise BadInputError(f"extra vars -e number {number}, word {word}: expected key=value, {{...}} or "
+                                        "@file.yml (the word is not shown: it may be a secret)")
                 merged[key.strip()] = val
     return merged
 

@@ -451,6 +451,21 @@ def test_extra_vars_errors_are_bad_input(bad):
         parse_extra_vars([bad])
 
 
+SECRET = "sekrit-0123456789"
+
+
+@pytest.mark.parametrize("bad", ["{sglang_service_api_key: '%s" % SECRET, "{a: 1, sglang_service_api_key: %s: [" % SECRET,
+                                 "sglang_service_api_key='%s" % SECRET, "sglang_service_api_key %s" % SECRET,
+                                 "a=1 %s" % SECRET])
+def test_extra_vars_errors_never_show_a_value(bad):
+    with pytest.raises(BadInputError) as raised:
+        parse_extra_vars(["ok=1", bad])
+    message = str(raised.value)
+    assert SECRET not in message and "sekrit" not in message and "-e number 2" in message, message
+    # no chained parser error either, whose text would show the value in a traceback
+    assert raised.value.__cause__ is None and (raised.value.__context__ is None or raised.value.__suppress_context__)
+
+
 def test_extra_vars_file_must_be_a_mapping(tmp_path):
     (tmp_path / "list.yml").write_text("- a\n- b\n")
     with pytest.raises(BadInputError, match="mapping"):
