@@ -8,6 +8,7 @@ are checked by the Molecule scenario fleet (molecule/fleet/verify.yml), with thr
 import json
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,17 @@ pytestmark = pytest.mark.integration
 LOAD = "SGLANG_SIM_LOAD_SECONDS"
 
 
+# An index URL with a password, which the first deploy gives every pip of the run (the router installs from its
+# wheelhouse with --no-index, so pip never asks it): it must appear in no result or event of the run.
+INDEX_PASSWORD = "index-pw-0123456789"
+INDEX = {name: "https://k26:%s@index.invalid/simple" % INDEX_PASSWORD
+         for name in ("sglang_pip_index_url", "sglang_router_pip_index_url", "sglang_benchmark_pip_index_url")}
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     with fleet_containers("k26-it", 2, tmp_path_factory.mktemp("inventory")) as (replicas, router, inventory):
-        result = k26deploy.deploy(inventory=inventory)
+        result = k26deploy.deploy(inventory=inventory, extra_vars=INDEX)
         yield replicas[0], replicas[1], router, inventory, result
 
 
@@ -87,6 +95,16 @@ def test_the_key_is_in_no_argv_unit_or_journal(fleet):
     # hardened: the unit's exposure as systemd-analyze rates it
     assert router.exec("systemd-analyze security --threshold=20 sglang-router.service", check=False).returncode == 0, \
         router.exec("systemd-analyze security sglang-router.service", check=False).stdout[-3000:]
+
+
+def test_an_index_password_is_in_no_result_or_event(fleet):
+    dummy, dummy, router, dummy, result = fleet
+    installed = [path for path in Path(result.artifacts_dir).rglob("*.json")
+                 if "Install the pinned router package" in path.read_text(errors="replace")]
+    assert installed, "the router's install task did not run"
+    leaks = [str(path) for path in Path(result.artifacts_dir).rglob("*")
+             if path.is_file() and INDEX_PASSWORD in path.read_text(errors="replace")]
+    assert leaks == [] and INDEX_PASSWORD not in result.to_json()
 
 
 def test_a_second_run_changes_nothing(fleet):
