@@ -82,7 +82,15 @@ def directory_problems(directories):
     return problems
 
 
-def problems(user, group, home, directories, passwd, groups, existing_ok=False):
-    """Every reason the account and directories may not be used ([] when none)."""
+def missing_path_problems(missing):
+    """Extra writable paths (sglang_service_read_write_paths) that do not exist on the host: systemd cannot make
+    them writable and refuses to start the unit (status 226/NAMESPACE)."""
+    return ['sglang_service_read_write_paths names %s, which does not exist on the host: systemd would refuse to '
+            'start the unit (226/NAMESPACE). Create it first, or remove it from the list' % path for path in missing]
+
+
+def problems(user, group, home, directories, passwd, groups, existing_ok=False, missing=()):
+    """Every reason the account and directories may not be used ([] when none); `missing` lists the extra writable
+    paths that do not exist."""
     found = [user_problem(user, home, passwd, existing_ok), group_problem(group, user, passwd, groups, existing_ok)]
-    return [problem for problem in found if problem] + directory_problems(directories)
+    return [problem for problem in found if problem] + directory_problems(directories) + missing_path_problems(missing)

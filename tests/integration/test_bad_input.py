@@ -129,12 +129,13 @@ def test_an_account_or_directory_others_depend_on_is_refused_before_any_change(b
     box, inventory = bare
     box.exec("getent passwd alice >/dev/null || useradd --no-create-home --gid users alice")
     extra = {"sglang_service_user": "root", "sglang_service_group": "users", "sglang_service_cache_dir": "/var/lib",
-             "sglang_service_config_dir": "/etc/"}
+             "sglang_service_config_dir": "/etc/", "sglang_service_read_write_paths": ["/srv", "/srv/no-such-dir"]}
     message = refused_before_any_change(box, inventory, extra, tmp_path)
     assert message.startswith("Unsafe account or directories for %s: " % box.name), message
     for expected in ("sglang_service_user root is root's account (uid 0)", "has other members (alice)",
                      "sglang_service_cache_dir is /var/lib, a directory the system shares",
-                     "sglang_service_config_dir is /etc, a directory the system shares"):
+                     "sglang_service_config_dir is /etc, a directory the system shares",
+                     "sglang_service_read_write_paths names /srv/no-such-dir, which does not exist"):
         assert expected in message, (expected, message)
 
 

@@ -54,3 +54,9 @@ def test_system_directories_and_roots_store_are_refused(path):
 
 def test_every_problem_at_once():
     assert len(check(user="ubuntu", group="users", directories=[["a", "/etc"], ["b", "/var"]])) == 4
+
+
+def test_missing_writable_paths_are_named():
+    found = problems("sglang", "sglang", HOME, DIRS, PASSWD, GROUPS, missing=["/srv/typo"])
+    assert found == ["sglang_service_read_write_paths names /srv/typo, which does not exist on the host: systemd "
+                     "would refuse to start the unit (226/NAMESPACE). Create it first, or remove it from the list"]
