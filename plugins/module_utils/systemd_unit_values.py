@@ -11,6 +11,7 @@ double-quoted with ``\\``, ``"``, ``$`` and the backtick escaped (systemd.exec(5
 
 from __future__ import annotations
 
+import ipaddress
 import posixpath
 import re
 
@@ -89,6 +90,31 @@ def words_problem(name, words):
     return None
 
 
+SYSCALL_SET = re.compile(r'^@?[a-z0-9_-]+$')
+ADDRESS_KEYWORDS = ('any', 'localhost', 'link-local', 'multicast')
+
+
+def syscalls_problem(name, sets):
+    """System call names or @sets for SystemCallFilter=."""
+    for entry in sets or []:
+        if not SYSCALL_SET.match(str(entry)):
+            return '%s holds %r: a system call name or an @set (e.g. @privileged)' % (name, str(entry))
+    return None
+
+
+def addresses_problem(name, addresses):
+    """Entries for IPAddressAllow=: an address, a network (10.0.0.0/8) or one of systemd's keywords."""
+    for entry in addresses or []:
+        if str(entry) in ADDRESS_KEYWORDS:
+            continue
+        try:
+            ipaddress.ip_network(str(entry), strict=False)
+        except ValueError:
+            return '%s holds %r: an IP address, a network like 10.0.0.0/8, or one of %s' % (
+                name, str(entry), ', '.join(ADDRESS_KEYWORDS))
+    return None
+
+
 def environment_problems(name, environment, allowed=()):
     """Problems with an environment mapping: names must be valid, and names that change what code is loaded
     (LD_*, PYTHON*) must be listed in `allowed`; values must not hold control characters."""
@@ -115,6 +141,8 @@ CHECKS = {
     'unit_name': unit_name_problem,
     'command': command_problem,
     'words': words_problem,
+    'syscalls': syscalls_problem,
+    'addresses': addresses_problem,
 }
 
 

@@ -10,6 +10,7 @@ passed.
 import argparse
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -228,6 +229,19 @@ def prove_gpu_access(proof, args):
                           enumerate(zip(memory, shares))))
 
 
+EXPOSURE_AIM = 1.5
+
+
+def prove_exposure(proof):
+    """systemd-analyze's exposure score of the GPU unit (0 safest, 10 least safe): the issue's aim is 1.5 or lower."""
+    out = run(["systemd-analyze", "security", "--no-pager", UNIT]).stdout
+    match = re.search(r"Overall exposure level for \S+: ([0-9.]+)", out)
+    score = float(match.group(1)) if match else None
+    proof.check(f"the GPU unit's exposure is {EXPOSURE_AIM} or lower", score is not None and score <= EXPOSURE_AIM,
+                f"systemd-analyze security: {score if score is not None else out[-300:]} "
+                f"(SystemCallFilter allow-list, PrivateMounts={unit_prop('PrivateMounts')})")
+
+
 def prove_load_and_idle(proof, args):
     endpoint = "http://127.0.0.1:30000"
     with Load(endpoint, args.api_key, "kimi-k2.6") as load:
@@ -329,6 +343,7 @@ def main():
         prove_benchmark(proof, args)
     elif proof.ok:
         prove_gpu_access(proof, args)
+        prove_exposure(proof)
         prove_load_and_idle(proof, args)
         prove_idempotence(proof, args)
         prove_oom_rollback(proof, args)

@@ -18,6 +18,8 @@ NEWLINE = "kimi\n[Service]\nExecStartPre=+/bin/sh -c id"
     ("unit_name", ""),
     ("command", []), ("command", ["python3", "-m", "sglang"]), ("command", ["/usr/bin/python3", "a\nb"]),
     ("words", ["--ok", "--bad\nExecStartPre=+/bin/sh"]),
+    ("syscalls", ["@privileged", "@x y"]), ("syscalls", ["~@privileged"]),
+    ("addresses", ["10.0.0.0/8", "10.0.0.0/8 any"]), ("addresses", ["not-an-address"]),
 ])
 def test_values_no_escaping_can_carry_are_refused(kind, value):
     found = values.problems([["the_variable", kind, value]])
@@ -29,6 +31,8 @@ def test_values_no_escaping_can_carry_are_refused(kind, value):
     ("path", "/var/lib/sglang"), ("path", "/var/lib/"), ("path", "/srv/with space"), ("path", "/"), ("listed_path", "/srv/100%"),
     ("unit_name", "sglang-k2.6_a:b"), ("command", ["/usr/bin/python3", "a b", "$x", "%n", ";"]),
     ("words", []), ("words", ["--policy", "a b"]),
+    ("syscalls", ["@privileged", "@resources", "ptrace"]),
+    ("addresses", ["10.1.2.3", "10.0.0.0/8", "fd00::/8", "link-local", "multicast"]),
 ])
 def test_values_systemd_can_carry_pass(kind, value):
     assert values.problems([["v", kind, value]]) == []

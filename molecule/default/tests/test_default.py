@@ -30,7 +30,8 @@ def test_hardening_as_systemd_applies_it(host):
     props = unit_properties(host, "User", "NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp",
                             "CapabilityBoundingSet", "AmbientCapabilities", "DevicePolicy", "PrivateDevices",
                             "RestrictNamespaces", "LimitNOFILE", "Restart", "ReadWritePaths", "UMask",
-                            "SystemCallFilter", "ProtectKernelModules", "ProtectProc")
+                            "SystemCallFilter", "ProtectKernelModules", "ProtectProc", "SystemCallErrorNumber",
+                            "PrivateMounts", "IPAddressDeny", "IPAddressAllow")
     assert props["User"] == "sglang"
     assert props["NoNewPrivileges"] == "yes" and props["ProtectSystem"] == "strict"
     assert props["ProtectHome"] == "yes" and props["PrivateTmp"] == "yes"
@@ -41,7 +42,14 @@ def test_hardening_as_systemd_applies_it(host):
     assert props["LimitNOFILE"] == "16384" and props["Restart"] == "on-failure"
     assert set(props["ReadWritePaths"].split()) == {"/var/cache/sglang", "/var/lib/sglang",
                                                     "/var/cache/sglang/huggingface"}
-    assert props["SystemCallFilter"].startswith("~") and "reboot" in props["SystemCallFilter"]
+    # an allow-list (@system-service) less @privileged and @resources; a refused call fails with EPERM
+    allowed = set(props["SystemCallFilter"].split())
+    assert {"read", "openat", "mmap", "ioctl", "clone3"} <= allowed
+    assert not {"reboot", "mount", "chroot", "sched_setaffinity", "set_mempolicy"} & allowed
+    assert props["SystemCallErrorNumber"] == "1" and props["PrivateMounts"] == "yes"  # 1: EPERM
+    # sglang_service_ip_address_allow (molecule.yml): nothing else reaches the service
+    assert set(props["IPAddressDeny"].split()) == {"0.0.0.0/0", "::/0"}
+    assert set(props["IPAddressAllow"].split()) == {"127.0.0.0/8", "::1/128", "10.88.0.0/16"}
 
 
 def test_config_carries_the_k26_profile_and_the_key_privately(host):
