@@ -10,6 +10,7 @@ from ansible_collections.k26.deploy.plugins.module_utils import sglang_options a
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     ATTENTION_BACKENDS,
     SECRET_OPTION_KEYS,
+    api_key_problem,
     client_host,
     default_attention_backend,
     open_endpoint_problem,
@@ -131,9 +132,16 @@ def option_problems(options, gpu_count, api_key_set=False, allow_public_without_
     return problems + ([open_endpoint] if open_endpoint else [])
 
 
+def key_problems(key, variable):
+    """[why KEY may not be the API key] or [] (the key is never quoted)."""
+    problem = api_key_problem(key, variable)
+    return [problem] if problem else []
+
+
 class FilterModule:
     def filters(self):
         return {
+            "sglang_api_key_problems": key_problems,
             "sglang_merge_options": merge_options,
             "sglang_default_attention_backend": attention_backend_for,
             "sglang_option_problems": option_problems,

@@ -34,6 +34,19 @@ def option_keys(options):
 SECRET_OPTION_KEYS = ("api-key", "admin-api-key", "ssl-keyfile-password")
 #: what a secret value is replaced by, wherever the collection shows text that held one
 SECRET_MASK = "********"
+# An API key is made of URL-unreserved characters only: its repr, JSON and URL-encoded forms are then the key itself,
+# so masking the exact string masks every form a process prints it in (a backslash was printed escaped and slipped
+# past the mask). 16 of them at least.
+API_KEY_RE = re.compile(r"^[A-Za-z0-9._~-]{16,}$")
+
+
+def api_key_problem(key, variable):
+    """Why `key` may not be the API key (None when it may; an empty key is judged elsewhere). Never quotes it."""
+    if not key or API_KEY_RE.match(str(key)):
+        return None
+    return ("%s must be 16 or more letters, digits and - . _ ~ (%d characters given, the key itself is not shown): "
+            "another character can reach a log in an escaped form the mask does not know, e.g. generate one with "
+            "openssl rand -hex 32" % (variable, len(str(key))))
 
 _QUOTED = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
 _UNDERSCORED = "|".join(re.escape(key.replace("-", "_")) for key in SECRET_OPTION_KEYS)

@@ -30,6 +30,8 @@ CASES = {
     "missing model path": ({"sglang_service_model_path": ""}, "no model path"),
     "public bind without a key": ({"sglang_service_api_key": ""}, "no API key is set"),
     "option SGLang does not know": ({"sglang_service_options": {"cuda-graph-max-bs": 256}}, "cuda-graph-max-bs"),
+    "API key SGLang would print escaped": ({"sglang_service_api_key": "with\\backslash-0123456789"},
+                                           "sglang_service_api_key must be 16 or more letters, digits and - . _ ~"),
 }
 
 
@@ -45,6 +47,7 @@ def test_bad_input_fails_before_any_change(bare, case, tmp_path):
     failed = [res for dummy, res in task_results(data, box.name) if res.get("failed")]
     assert failed, "no task failed for %s" % case
     assert message in failed[0]["msg"], failed[0]["msg"]
+    assert "backslash" not in json.dumps(data), "the refused key shows in the run's output"
     assert data["stats"][box.name]["changed"] == 0
     assert snapshot_diff(before, box.snapshot()) == [], "files changed on the host"
     assert box.exec("id sglang", check=False).returncode != 0

@@ -117,3 +117,17 @@ def test_options_without_secrets_keep_everything_else():
 
     assert without_secrets({"api-key": "k", "admin_api_key": "a", "--ssl-keyfile-password": "p", "port": 1}) == {
         "port": 1}
+
+
+@pytest.mark.parametrize("key", ["back\\slash-0123456789", "quote'0123456789abc", "space 0123456789abc", "plus+0123456789abc",
+                                 "slash/0123456789abc", "short-key", "ünïcode-0123456789"])
+def test_an_api_key_that_prints_in_another_form_is_refused_without_showing_it(key):
+    from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import api_key_problem
+    problem = api_key_problem(key, "sglang_service_api_key")
+    assert problem.startswith("sglang_service_api_key must be 16 or more letters") and key not in problem
+
+
+@pytest.mark.parametrize("key", ["", "a-new-key-that-never-worked", "k26.rotated_key~0123456789"])
+def test_keys_whose_every_printed_form_is_the_key_pass(key):
+    from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import api_key_problem
+    assert api_key_problem(key, "sglang_service_api_key") is None
