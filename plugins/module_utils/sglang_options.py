@@ -48,6 +48,7 @@ def api_key_problem(key, variable):
             "another character can reach a log in an escaped form the mask does not know, e.g. generate one with "
             "openssl rand -hex 32" % (variable, len(str(key))))
 
+
 _QUOTED = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
 _UNDERSCORED = "|".join(re.escape(key.replace("-", "_")) for key in SECRET_OPTION_KEYS)
 _DASHED = "|".join(re.escape(key) for key in SECRET_OPTION_KEYS)

@@ -13,7 +13,7 @@ PASSWD = {
 }
 GROUPS = {"root": ["x", "0", ""], "sglang": ["x", "998", ""], "users": ["x", "100", ""], "video": ["x", "44", "bob"],
           "ubuntu": ["x", "1000", ""]}
-DIRS = [["sglang_service_home", HOME], ["sglang_service_cache_dir", "/var/cache/sglang"]]
+DIRS = (("sglang_service_home", HOME), ("sglang_service_cache_dir", "/var/cache/sglang"))
 
 
 def check(user="sglang", group="sglang", directories=DIRS, existing_ok=False):
