@@ -67,7 +67,8 @@ def test_config_carries_the_k26_profile_and_the_key_privately(host):
 def test_environment_file(host):
     env = host.file("/etc/sglang/sglang.env")
     assert (env.user, env.group, env.mode) == ("root", "sglang", 0o640)
-    assert "SGLANG_CACHE_DIR=/var/cache/sglang" in env.content_string
+    # every value double-quoted, as systemd's EnvironmentFile= reads it (plugins/module_utils/systemd_unit_values.py)
+    assert 'SGLANG_CACHE_DIR="/var/cache/sglang"' in env.content_string.splitlines()
 
 
 def test_service_user_and_cache_directories(host):
