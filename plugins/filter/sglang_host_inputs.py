@@ -4,12 +4,14 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_host_inputs
 
 
-def host_input_problems(getent, user, group, home, directories, existing_ok=False, missing=()):
+def host_input_problems(getent, user, group, home, directories, root_only, existing_ok=False, missing=()):
     """getent: {'passwd': getent_passwd, 'group': getent_group} facts -> every reason the account or directories
-    may not be used ([] when none); missing: the extra writable paths that do not exist on the host."""
+    may not be used ([] when none); root_only: the directory of root's rollback store; missing: the extra writable
+    paths that do not exist on the host."""
     try:
         return sglang_host_inputs.problems(user, group, home, directories, getent.get('passwd') or {},
-                                           getent.get('group') or {}, bool(existing_ok), list(missing or []))
+                                           getent.get('group') or {}, root_only, bool(existing_ok),
+                                           list(missing or []))
     except (AttributeError, IndexError, TypeError, ValueError) as exc:
         raise AnsibleFilterError('sglang_host_input_problems: %s' % exc)
 

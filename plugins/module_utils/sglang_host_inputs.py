@@ -22,8 +22,6 @@ SYSTEM_DIRECTORIES = frozenset([
     '/usr/local/bin', '/usr/local/lib', '/usr/sbin', '/usr/share', '/var', '/var/cache', '/var/lib', '/var/log',
     '/var/opt', '/var/spool', '/var/tmp', '/etc/systemd', '/etc/systemd/system',
 ])
-# Root's own store of rollback copies (the sglang_service role's __sglang_service_rollback_root and above it).
-ROOT_ONLY = '/var/lib/k26deploy'
 
 
 def user_problem(user, home, passwd, existing_ok):
@@ -69,15 +67,16 @@ def group_problem(group, user, passwd, groups, existing_ok):
     return None
 
 
-def directory_problems(directories):
-    """Why each of `directories` ([variable, path]) may not be given to the service (owner and mode 0750)."""
+def directory_problems(directories, root_only):
+    """Why each of `directories` ([variable, path]) may not be given to the service (owner and mode 0750);
+    `root_only` is the directory of root's rollback store, which the service may not own any part of."""
     problems = []
     for name, path in directories:
         normal = posixpath.normpath(str(path))
         if normal in SYSTEM_DIRECTORIES:
             problems.append('%s is %s, a directory the system shares: the role would give it to the service '
                             '(owner, mode 0750). Use a directory of its own, e.g. %s/sglang' % (name, normal, normal.rstrip('/')))
-        elif normal == ROOT_ONLY or normal.startswith(ROOT_ONLY + '/'):
+        elif normal == root_only or normal.startswith(root_only + '/'):
             problems.append('%s is %s, inside root\'s rollback store: the service may not own it' % (name, normal))
     return problems
 
@@ -89,8 +88,9 @@ def missing_path_problems(missing):
             'start the unit (226/NAMESPACE). Create it first, or remove it from the list' % path for path in missing]
 
 
-def problems(user, group, home, directories, passwd, groups, existing_ok=False, missing=()):
-    """Every reason the account and directories may not be used ([] when none); `missing` lists the extra writable
-    paths that do not exist."""
+def problems(user, group, home, directories, passwd, groups, root_only, existing_ok=False, missing=()):
+    """Every reason the account and directories may not be used ([] when none); `root_only`: see
+    directory_problems; `missing` lists the extra writable paths that do not exist."""
     found = [user_problem(user, home, passwd, existing_ok), group_problem(group, user, passwd, groups, existing_ok)]
-    return [problem for problem in found if problem] + directory_problems(directories) + missing_path_problems(missing)
+    return ([problem for problem in found if problem] + directory_problems(directories, posixpath.normpath(root_only))
+            + missing_path_problems(missing))

@@ -74,11 +74,7 @@ def command_problem(name, words):
         return '%s is empty: the unit needs a command to start' % name
     if not str(words[0]).startswith('/'):
         return '%s starts with %r: the first word must be an absolute path' % (name, str(words[0]))
-    for word in words:
-        problem = control_problem(name, word)
-        if problem:
-            return problem
-    return None
+    return words_problem(name, words)
 
 
 def words_problem(name, words):

@@ -16,8 +16,11 @@ GROUPS = {"root": ["x", "0", ""], "sglang": ["x", "998", ""], "users": ["x", "10
 DIRS = (("sglang_service_home", HOME), ("sglang_service_cache_dir", "/var/cache/sglang"))
 
 
+ROOT_ONLY = "/var/lib/k26deploy"  # the sglang_service role's __sglang_service_rollback_root | dirname
+
+
 def check(user="sglang", group="sglang", directories=DIRS, existing_ok=False):
-    return problems(user, group, HOME, directories, PASSWD, GROUPS, existing_ok)
+    return problems(user, group, HOME, directories, PASSWD, GROUPS, ROOT_ONLY, existing_ok)
 
 
 def test_a_new_account_or_the_one_the_role_created_is_fine():
@@ -57,6 +60,6 @@ def test_every_problem_at_once():
 
 
 def test_missing_writable_paths_are_named():
-    found = problems("sglang", "sglang", HOME, DIRS, PASSWD, GROUPS, missing=["/srv/typo"])
+    found = problems("sglang", "sglang", HOME, DIRS, PASSWD, GROUPS, ROOT_ONLY, missing=["/srv/typo"])
     assert found == ["sglang_service_read_write_paths names /srv/typo, which does not exist on the host: systemd "
                      "would refuse to start the unit (226/NAMESPACE). Create it first, or remove it from the list"]
