@@ -40,13 +40,14 @@ DISTRIBUTIONS = {
     "itl_ms": "inter_chunk_latency",
     "latency_ms": "request_latency",
 }
-#: the environment variable that carries the API key to LAUNCH_CODE
-API_KEY_ENV = "K26_BENCHMARK_API_KEY"
-#: run as ``python -c LAUNCH_CODE ARGS...`` with the venv's python: AIPerf's own CLI, the key added to its arguments
-#: inside the process (the process list shows ARGS only); its worker processes get their settings from it, not argv
-LAUNCH_CODE = ("import os, sys; key = os.environ.pop(%r, ''); "
+#: run as ``python -c LAUNCH_CODE ARGS...`` with the venv's python and the API key (or nothing) as the first line of
+#: its standard input: AIPerf's own CLI, the key added to its arguments inside the process, so that neither the
+#: process list (/proc/PID/cmdline) nor its environment (/proc/PID/environ) shows it; standard input is /dev/null
+#: afterwards. Its worker processes get their settings from it, not from argv.
+LAUNCH_CODE = ("import os, sys; key = sys.stdin.readline().strip(); "
+               "os.dup2(os.open(os.devnull, os.O_RDONLY), 0); sys.stdin = open(os.devnull); "
                "sys.argv = ['aiperf'] + sys.argv[1:] + (['--api-key', key] if key else []); "
-               "from aiperf.cli import app; sys.exit(app())" % API_KEY_ENV)
+               "from aiperf.cli import app; sys.exit(app())")
 #: AIPerf's SLO names for goodput (milliseconds)
 SLO_METRICS = {"ttft_ms": "time_to_first_token", "tpot_ms": "inter_token_latency"}
 

@@ -16,8 +16,8 @@ description:
     are left out).
   - Returns per level output tok/s, per-request tok/s, request throughput, TTFT, TPOT and ITL p50/p90/p99, errors
     and goodput, and the service's journal lines of the benchmark's time (secrets masked).
-  - The API key reaches AIPerf through its environment and is added to its arguments inside its own process, so it
-    never shows in a process list.
+  - The API key reaches AIPerf on its standard input and is added to its arguments inside its own process, so it
+    shows neither in a process list nor in the process's environment (C(/proc/PID/environ)).
   - Changes nothing on the host; in check mode it measures nothing.
 version_added: "0.3.0"
 author:
@@ -159,7 +159,6 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_benchmark_aiperf import (
-    API_KEY_ENV,
     EXPORT_FILE,
     LAUNCH_CODE,
     aiperf_argv,
@@ -212,8 +211,6 @@ def aiperf_environment(params):
     env = dict(os.environ)
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # any value makes AIPerf refuse a local tokenizer path
         env.pop(name, None)
-    if params["api_key"]:
-        env[API_KEY_ENV] = params["api_key"]
     if params["ca_path"]:
         env["SSL_CERT_FILE"] = params["ca_path"]
     return env
@@ -230,7 +227,8 @@ def run_level(module, concurrency, workdir):
     with GpuSampler(module, params["gpu_sample_interval"]) as sampler:
         try:
             done = subprocess.run([python, "-c", LAUNCH_CODE] + argv[1:], env=aiperf_environment(params),
-                                  capture_output=True, text=True, timeout=params["level_timeout"], check=False)
+                                  input=params["api_key"] + "\n", capture_output=True, text=True,
+                                  timeout=params["level_timeout"], check=False)
             output = done.stdout + done.stderr
         except subprocess.TimeoutExpired:
             output = "timed out after %ds" % params["level_timeout"]

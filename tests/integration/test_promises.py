@@ -195,6 +195,38 @@ def test_the_service_account_cannot_plant_a_rollback(changes):
     assert box.exec("test -e /root/k26-planted", check=False).returncode != 0
 
 
+def unit_state(box, unit):
+    """[ActiveState, UnitFileState, LoadState] of UNIT."""
+    shown = dict(line.split("=", 1) for line in box.exec(
+        "systemctl show %s -p ActiveState -p UnitFileState -p LoadState" % unit).stdout.splitlines() if "=" in line)
+    return [shown.get(name, "") for name in ("ActiveState", "UnitFileState", "LoadState")]
+
+
+def test_a_renamed_service_is_refused_then_replaces_the_old_one_only_once_it_is_ready(changes):
+    box, inventory, runs = changes
+    served_invocation = invocation(box)
+    renamed = {"sglang_service_name": "sglang-b"}
+    refused = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "rename-refused", extra_vars=renamed)
+    assert refused.exit_code == 2 and "another SGLang service deployed by this package (sglang;" in \
+        refused.hosts[box.name].msg, refused.to_json()
+    assert invocation(box) == served_invocation and unit_state(box, "sglang-b.service")[-1] == "not-found"
+    # a renamed service that does not come up: the old one serves again, the new one is stopped and disabled
+    retire = dict(renamed, sglang_service_other_services="retire")
+    failed = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "rename-failed",
+                              extra_vars=dict(retire, sglang_service_environment=CRASH))
+    assert failed.exit_code == 1, failed.to_json()
+    assert unit_state(box, UNIT) == ["active", "enabled", "loaded"] and invocation(box) != served_invocation
+    assert unit_state(box, "sglang-b.service")[:2] in (["inactive", "disabled"], ["failed", "disabled"])
+    replaced = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "renamed", extra_vars=retire)
+    assert replaced.exit_code == 0 and replaced.hosts[box.name].ready, replaced.to_json()
+    assert unit_state(box, "sglang-b.service") == ["active", "enabled", "loaded"]
+    assert unit_state(box, UNIT)[-1] == "not-found"
+    assert box.exec("ls %s /etc/sglang/sglang.yaml /etc/sglang/sglang.env" % STORE, check=False).returncode == 2
+    back = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "rename-back",
+                            extra_vars={"sglang_service_other_services": "retire"})
+    assert back.exit_code == 0 and unit_state(box, "sglang-b.service")[-1] == "not-found", back.to_json()
+
+
 # ---------------------------------------------------------------- exit codes and Ctrl-C
 
 @pytest.mark.parametrize("failure, reason", [("hang_loading", "timeout"), ("warmup_fail", "warmup_failed")])

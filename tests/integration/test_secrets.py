@@ -113,3 +113,21 @@ def test_no_key_in_the_journal_after_a_failed_key_change_and_its_rollback(tls):
     assert "server_args=" in text and "'api_key': '********'" in text  # SGLang logged its arguments, masked
     assert key_of(inventory) not in text and NEW_KEY not in text
     assert NEW_KEY not in json.dumps(result.to_dict())
+
+
+def tls_files(box):
+    return box.exec("sha256sum /etc/sglang/tls/server.crt /etc/sglang/tls/server.key /etc/sglang/tls/ca.crt").stdout
+
+
+def test_a_bad_certificate_alone_is_rolled_back_to_the_one_that_served(tls, tmp_path):
+    box, inventory, tls_vars, dummy = tls
+    served = tls_files(box)
+    mismatched = dict(tls_vars, sglang_service_tls_cert=certificates(tmp_path)["sglang_service_tls_cert"])
+    result = k26deploy.deploy(inventory=inventory, extra_vars=mismatched)
+    host = result.hosts[box.name]
+    assert result.exit_code == 1 and host.rolled_back, result.to_json()
+    assert host.summary["rollback_outcome"].startswith("restored the previous configuration; it is serving again")
+    assert tls_files(box) == served
+    models = box.exec("curl -s --cacert /etc/sglang/tls/ca.crt -H 'Authorization: Bearer %s' "
+                      "https://127.0.0.1:30000/v1/models" % key_of(inventory)).stdout
+    assert [m["id"] for m in json.loads(models)["data"]] == ["kimi-k2.6"]

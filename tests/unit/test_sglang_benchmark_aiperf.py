@@ -81,19 +81,24 @@ def test_every_slot_of_a_level_serves_several_requests(concurrency, requests):
 
 
 def test_the_launcher_adds_the_key_inside_the_process_only(tmp_path):
-    """LAUNCH_CODE run by a real interpreter, with an aiperf.cli that reports what AIPerf would see."""
+    """LAUNCH_CODE run by a real interpreter, with an aiperf.cli that reports what AIPerf would see, and what any
+    local user sees of its process (/proc/PID/cmdline and /proc/PID/environ)."""
     (tmp_path / "aiperf").mkdir()
     (tmp_path / "aiperf" / "__init__.py").write_text("")
     (tmp_path / "aiperf" / "cli.py").write_text(
-        "import json, os, sys\n"
+        "import json, sys\n"
         "def app():\n"
-        "    print(json.dumps({'argv': sys.argv, 'key_in_env': %r in os.environ}))\n"
-        "    return 0\n" % aiperf.API_KEY_ENV)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), **{aiperf.API_KEY_ENV: "k-123"})
+        "    seen = open('/proc/self/cmdline', 'rb').read() + open('/proc/self/environ', 'rb').read()\n"
+        "    print(json.dumps({'argv': sys.argv, 'key_in_proc': b'k-123' in seen, 'stdin': sys.stdin.read()}))\n"
+        "    return 0\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", aiperf.LAUNCH_CODE, "profile", "--url", "u"], env=env,
-                          capture_output=True, text=True, check=True)
+                          input="k-123\nmore input\n", capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == {"argv": ["aiperf", "profile", "--url", "u", "--api-key", "k-123"],
-                                       "key_in_env": False}
+                                       "key_in_proc": False, "stdin": ""}
+    without = subprocess.run([sys.executable, "-c", aiperf.LAUNCH_CODE, "profile"], env=env, input="\n",
+                             capture_output=True, text=True, check=True)
+    assert json.loads(without.stdout)["argv"] == ["aiperf", "profile"]
 
 
 def test_the_profiling_window_is_read_from_the_export():

@@ -2,6 +2,7 @@
 prints, in its children too; exit status and signals are the target's own. Checked with real processes, and
 against the real SGLang 0.5.23 package."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -93,6 +94,63 @@ def test_every_way_out_is_masked_and_the_exit_status_kept(tmp_path):
     assert launched.stderr.count("'admin-api-key': '********'") == 2  # and the spawned child's
     assert launched.stdout.replace(FLAG_KEY, "x") == launched.stdout and "'--api-key', '********'" in launched.stdout
     assert launched.stdout.replace("********", "?") == direct.stdout.replace(FLAG_KEY, "?")  # nothing else changes
+
+
+# Writes that never pass through Python's sys.stdout and sys.stderr objects: a key split across two os.write calls,
+# sys.__stderr__, sys.stdout.buffer, a shell child, a password escaped by repr() and by JSON, a URL; then a line
+# printed while the whole process group is being stopped (as systemd stops the unit), after the target killed every
+# child it has (as SGLang does).
+RAW_WRITES = textwrap.dedent("""\
+    import json, os, signal, subprocess, sys, time, urllib.parse, yaml
+
+    config = yaml.safe_load(open(sys.argv[sys.argv.index("--config") + 1]))
+    key, password = config["api-key"].encode(), config["ssl-keyfile-password"]
+    os.write(2, b"split " + key[:5])
+    time.sleep(0.2)
+    os.write(2, key[5:] + b" end\\n")
+    sys.__stderr__.write("dunder %s\\n" % config["api-key"])
+    sys.__stderr__.flush()
+    sys.stdout.buffer.write(b"buffer " + key + b"\\n")
+    sys.stdout.flush()
+    subprocess.run(["sh", "-c", "echo child $0 >&2", config["admin-api-key"]], check=True)
+    print("repr", repr(password), "json", json.dumps(password), "url", urllib.parse.quote(password, safe=""))
+    sys.stdout.flush()
+
+    def stop(signum, frame):
+        time.sleep(0.5)
+        os.write(2, b"stopping " + key + b"\\n")
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    for task in os.listdir("/proc/self/task"):  # SGLang kills its own process tree when it stops
+        for child in open("/proc/self/task/%s/children" % task).read().split():
+            os.kill(int(child), signal.SIGKILL)
+    os.write(1, b"waiting\\n")
+    time.sleep(60)
+    """)
+
+
+def test_every_write_of_the_process_tree_is_masked_even_while_it_stops(tmp_path):
+    target = tmp_path / "target.py"
+    target.write_text(RAW_WRITES)
+    password = 'pa\\ss"w\u00f6rd/&x'
+    config = write_config(tmp_path, **{"ssl-keyfile-password": password})
+    process = subprocess.Popen([sys.executable, str(LAUNCHER), str(target), "--config", str(config)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    lines = [process.stdout.readline()]
+    while lines[-1] not in (b"waiting\n", b""):
+        lines.append(process.stdout.readline())
+    os.killpg(process.pid, signal.SIGTERM)  # the whole group, as KillMode=control-group does
+    out, err = process.communicate(timeout=60)
+    out = b"".join(lines) + out
+    output = (out + err).decode()
+    assert process.returncode == 0
+    for secret in (API_KEY, ADMIN_KEY, password, repr(password)[1:-1], json.dumps(password)[1:-1], "pa%5Css"):
+        assert secret not in output
+    assert err.decode().splitlines() == ["split ******** end", "dunder ********", "child ********",
+                                         "stopping ********"]
+    assert out.decode().splitlines() == ["buffer ********", "repr '********' json \"********\" url ********",
+                                         "waiting"]
 
 
 def test_a_traceback_is_masked_and_still_exits_1(tmp_path):

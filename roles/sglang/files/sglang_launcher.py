@@ -4,12 +4,16 @@
     python sglang_launcher.py /opt/sglang/simulator/sglang_simulator.py --config /etc/sglang/sglang.yaml
 
 SGLang 0.5.23 logs its server_args, API keys included, at every start, into the journal. The launcher reads the
-values of the secret options from the config file and the command line, installs two filters that replace them by
-a mask - a logging record factory (every record of every logger) and wrappers of sys.stdout and sys.stderr
-(whatever else Python prints: tracebacks, print, tqdm) - and then runs the target in this same process, as
-`python -m MODULE` or `python SCRIPT` would. The process, its exit status, its signals and its children stay
-SGLang's own; processes that multiprocessing spawns install the same filters first, from the same files.
-Nothing else changes.
+values of the secret options from the config file and the command line and masks them at the file-descriptor
+level: file descriptors 1 and 2 become pipes to a masking process, so whatever the process tree writes there -
+logging, print, tracebacks, os.write, sys.__stderr__, every child process - reaches the journal masked, in every
+form a secret takes when printed (as it is, escaped as repr or JSON does, URL-quoted), even split across writes.
+Then the target runs in this same process, as `python -m MODULE` or `python SCRIPT` would: the process, its exit
+status, its signals and its children stay SGLang's own.
+
+The masking process is no child of SGLang (SGLang kills its own process tree when it stops) and ignores SIGTERM,
+SIGINT, SIGHUP and SIGQUIT (systemd sends SIGTERM to the whole unit): it ends when the last writer has closed the
+pipes, so the last lines of a stop still reach the journal.
 
 Needs Python >= 3.11 and PyYAML, like SGLang and the simulator. The secret option names are the collection's
 (plugins/module_utils/sglang_options.py; tests/unit/test_sglang_launcher.py holds this copy to them: the launcher
@@ -17,15 +21,20 @@ runs on hosts that have no collection).
 """
 
 import importlib.util
-import logging
+import json
 import os
 import runpy
+import selectors
+import signal
+import stat
 import sys
+import urllib.parse
 
 import yaml
 
 SECRET_OPTION_KEYS = ("api-key", "admin-api-key", "ssl-keyfile-password")
 SECRET_MASK = "********"
+_CHUNK = 65536
 
 
 def option_key(name):
@@ -61,91 +70,110 @@ def secret_values(argv):
                 values.append(inline)
             elif i + 1 < len(argv):
                 values.append(argv[i + 1])
-    # longest first: a secret that contains another is masked whole
     return sorted({value for value in values if value}, key=len, reverse=True)
 
 
-class Redactor:
-    """Masks the secrets of the target's argv (and config file), read again whenever sys.argv changes: a spawned
-    child learns its parent's argv only after this is installed."""
-
-    def __init__(self):
-        self._argv = None
-        self._secrets = []
-
-    def secrets(self):
-        if self._argv != sys.argv:
-            self._argv = list(sys.argv)
-            self._secrets = secret_values(self._argv[1:])
-        return self._secrets
-
-    def __call__(self, text):
-        for secret in self.secrets():
-            if secret in text:
-                text = text.replace(secret, SECRET_MASK)
-        return text
+def printed_forms(secrets):
+    """Every byte string a secret becomes when printed: itself, escaped as repr() and JSON escape it, URL-quoted;
+    longest first, so a form that contains another is masked whole."""
+    forms = set()
+    for secret in secrets:
+        for text in (secret, repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+                     urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret, safe="")):
+            forms.add(text.encode("utf-8", "backslashreplace"))
+    return sorted((form for form in forms if form), key=len, reverse=True)
 
 
-class RedactingStream:
-    """A text stream that masks the secrets in everything written to it; everything else is the stream's own."""
+class Masker:
+    """Masks the secrets' printed forms in a byte stream written in pieces. It passes on everything at once except
+    the longest tail that could begin a secret (held until the next piece says whether it does)."""
 
-    k26_redacting = True
+    def __init__(self, forms):
+        self._forms = forms
+        self._held = b""
 
-    def __init__(self, stream, redact):
-        self._stream = stream
-        self._redact = redact
+    def feed(self, data):
+        text = self._held + data
+        for form in self._forms:
+            text = text.replace(form, SECRET_MASK.encode())
+        hold = self._tail_that_begins_a_secret(text)
+        self._held = text[len(text) - hold:] if hold else b""
+        return text[:len(text) - hold]
 
-    def write(self, text):
-        return self._stream.write(self._redact(text))
+    def close(self):
+        """What is left at the end: a held tail is part of a secret that never ended, masked whole."""
+        held, self._held = self._held, b""
+        return SECRET_MASK.encode() if held else b""
 
-    def writelines(self, lines):
-        self._stream.writelines(self._redact(line) for line in lines)
+    def _tail_that_begins_a_secret(self, text):
+        longest = 0
+        for form in self._forms:
+            for size in range(min(len(form) - 1, len(text)), longest, -1):
+                if text.endswith(form[:size]):
+                    longest = size
+                    break
+        return longest
 
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
 
-
-def install():
-    """Mask the secrets in every log record and in everything written to sys.stdout and sys.stderr, here and in
-    every child that multiprocessing spawns."""
-    if getattr(sys.stderr, "k26_redacting", False):
-        return
-    redact = Redactor()
-    make_record = logging.getLogRecordFactory()
-
-    def record_factory(*args, **kwargs):
-        record = make_record(*args, **kwargs)
+def _write_all(fd, data):
+    while data:
         try:
-            message = record.getMessage()
-        except (TypeError, ValueError):  # a record whose arguments do not fit: logging reports it itself
-            return record
-        masked = redact(message)
-        if masked != message:
-            record.msg, record.args = masked, None
-        return record
-
-    logging.setLogRecordFactory(record_factory)
-    sys.stdout = RedactingStream(sys.stdout, redact)
-    sys.stderr = RedactingStream(sys.stderr, redact)
-    _children_install_too()
+            data = data[os.write(fd, data):]
+        except OSError:
+            return  # the journal or the reader went away: nothing left to protect
 
 
-def _children_install_too():
-    """A spawned child starts as `python -c PROGRAM`: put install() in front of that program."""
-    from multiprocessing import spawn
+def _mask_until_closed(streams, forms):
+    """streams: (read end, output fd) pairs. Copies each masked until every writer has closed its read end."""
+    selector = selectors.DefaultSelector()
+    for source, target in streams:
+        selector.register(source, selectors.EVENT_READ, (target, Masker(forms)))
+    while selector.get_map():
+        for key, dummy in selector.select():
+            target, masker = key.data
+            data = os.read(key.fd, _CHUNK)
+            _write_all(target, masker.feed(data) if data else masker.close())
+            if not data:
+                selector.unregister(key.fd)
+                os.close(key.fd)
 
-    command_line = spawn.get_command_line
-    prelude = "import sys; sys.path.insert(0, %r); import sglang_launcher; sglang_launcher.install(); " % (
-        os.path.dirname(os.path.abspath(__file__)))
 
-    def get_command_line(**kwargs):
-        argv = command_line(**kwargs)
-        if "-c" in argv:
-            program = argv.index("-c") + 1
-            argv[program] = prelude + argv[program]
-        return argv
+def _same_file(fd_a, fd_b):
+    try:
+        a, b = os.fstat(fd_a), os.fstat(fd_b)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) and not stat.S_ISCHR(a.st_mode)
 
-    spawn.get_command_line = get_command_line
+
+def mask_output(secrets):
+    """Put a masking process between this process (and every process it starts) and its stdout and stderr."""
+    forms = printed_forms(secrets)
+    if not forms:
+        return
+    shared = _same_file(1, 2)  # the journal's one stream: one pipe keeps stdout's and stderr's lines in order
+    pipes = [(1, os.pipe())] if shared else [(1, os.pipe()), (2, os.pipe())]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    middle = os.fork()
+    if middle == 0:  # the masker's parent exits at once: the masker is nobody's child, so SGLang never kills it
+        if os.fork() == 0:
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+                signal.signal(signum, signal.SIG_IGN)
+            for dummy, (read_end, write_end) in pipes:
+                os.close(write_end)
+            try:
+                _mask_until_closed([(read_end, fd) for fd, (read_end, dummy) in pipes], forms)
+            finally:
+                os._exit(0)
+        os._exit(0)
+    os.waitpid(middle, 0)
+    for fd, (read_end, write_end) in pipes:
+        os.close(read_end)
+        os.dup2(write_end, fd)
+        if shared:
+            os.dup2(write_end, 2)
+        os.close(write_end)
 
 
 def run(argv):
@@ -153,14 +181,14 @@ def run(argv):
     if len(argv) >= 2 and argv[0] == "-m":
         module, rest = argv[1], argv[2:]
         spec = importlib.util.find_spec(module)
+        mask_output(secret_values(rest))
         sys.argv = [spec.origin if spec and spec.origin else module] + rest
         sys.path[0] = os.getcwd()  # as `python -m` has it
-        install()
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     elif argv:
+        mask_output(secret_values(argv[1:]))
         sys.argv = list(argv)
         sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # as `python SCRIPT` has it
-        install()
         runpy.run_path(argv[0], run_name="__main__")
     else:
         sys.exit("usage: sglang_launcher.py -m MODULE [ARGS...] | SCRIPT [ARGS...]")
