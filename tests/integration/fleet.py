@@ -5,6 +5,7 @@ import collections
 import contextlib
 import json
 import os
+import subprocess
 import threading
 
 import yaml
@@ -86,3 +87,47 @@ class RequestStream:
         self.stopped.set()
         for thread in self.threads:
             thread.join(timeout=60)
+
+
+# Run inside the router's container: its list of workers every 0.2 s, one JSON line [monotonic time, [URLs]] each,
+# until /tmp/k26-workers.stop exists. The containers share the host's kernel, so the times compare with systemd's
+# monotonic timestamps of the replicas' restarts.
+SAMPLER = """
+import json, os, sys, time, urllib.request
+request = urllib.request.Request(sys.argv[1] + "/workers", headers={"Authorization": "Bearer " + sys.argv[2]})
+while not os.path.exists("/tmp/k26-workers.stop"):
+    when = time.monotonic()
+    try:
+        workers = json.load(urllib.request.urlopen(request, timeout=5))["workers"]
+    except Exception:  # a sample the router did not answer proves nothing either way
+        workers = None
+    if workers is not None:
+        print(json.dumps([when, [worker["url"] for worker in workers]]), flush=True)
+    time.sleep(0.2)
+"""
+
+
+class WorkerSamples:
+    """The router's workers sampled from inside its container while the block runs: `samples` afterwards."""
+
+    def __init__(self, router, key):
+        self.router, self.key, self.samples = router, key, []
+        self.process = None
+
+    def __enter__(self):
+        self.router.exec("rm -f /tmp/k26-workers.stop")
+        self.process = subprocess.Popen(["podman", "exec", self.router.name, "python3", "-c", SAMPLER, ROUTER_URL,
+                                         self.key], stdout=subprocess.PIPE, text=True)
+        return self
+
+    def __exit__(self, *exc):
+        self.router.exec("touch /tmp/k26-workers.stop")
+        out = self.process.communicate(timeout=60)[0]
+        self.samples = [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def restart_times(replica):
+    """The replica's service: its InvocationID and systemd's monotonic timestamps of its last stop and start."""
+    shown = replica.exec("systemctl show sglang.service -p InvocationID -p InactiveEnterTimestampMonotonic "
+                         "-p ExecMainStartTimestampMonotonic").stdout
+    return dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)

@@ -244,6 +244,23 @@ def task_started(artifacts, task, timeout=600):
                "task %r started" % task, timeout)
 
 
+def task_ok_on(artifacts, task, host, timeout=600):
+    """Return once the ansible-runner events under ARTIFACTS show a task whose name starts with TASK done (runner_on_ok)
+    on HOST."""
+    def done():
+        for text in event_texts(artifacts):
+            try:
+                event = json.loads(text)
+            except ValueError:  # half-written meanwhile
+                continue
+            data = event.get("event_data", {})
+            if event.get("event") == "runner_on_ok" and data.get("host") == host and \
+                    data.get("task", "").startswith(task):
+                return True
+        return False
+    wait_until(done, "task %r done on %s" % (task, host), timeout)
+
+
 def event_texts(artifacts):
     """The text of each event file ansible-runner wrote under ARTIFACTS so far."""
     for path in artifacts.glob("artifacts/*/job_events/*.json"):

@@ -2,9 +2,10 @@
 their own, described as one inventory group: nnodes, node ranks and rank 0's address come from the inventory and
 the facts, the nodes meet at rank 0 (the simulator's multi-node mode: rank 0 waits for the others and ends itself
 when one of them dies), rank 0 serves the API; a node that crashes fails the instance's readiness with its own
-journal excerpt, and every node rolls back together. Killing rank 1 after it joined, while rank 0 warms up, is
-checked by the Molecule scenario fleet (molecule/fleet/verify.yml)."""
+journal excerpt, and every node rolls back together; so does a node killed after it joined, while rank 0 warms
+up."""
 
+import threading
 import time
 
 import pytest
@@ -12,7 +13,7 @@ import yaml
 
 import k26deploy
 from fleet import chat, key_of
-from harness import demo_inventory, podman_network, snapshot_diff, systemd_container
+from harness import demo_inventory, podman_network, snapshot_diff, systemd_container, task_ok_on
 
 pytestmark = pytest.mark.integration
 
@@ -116,5 +117,31 @@ def test_a_node_that_crashes_fails_the_instance_with_its_own_excerpt_and_both_no
         assert host.rolled_back, host
         assert invocation(box) != before[box.name]
     assert "SGLANG_SIM_FAILURE" not in rank1.exec("cat /etc/sglang/sglang.env").stdout
+    ok, text = serving(rank0, inventory)
+    assert ok, text
+
+
+def test_a_node_killed_after_it_joined_fails_the_instance_with_its_excerpt_and_both_roll_back(instance, tmp_path):
+    """Rank 1's own readiness wait returns as soon as it serves its dummy /health; rank 0 then still warms up for
+    15 s, and rank 1 is killed meanwhile: the instance's check must catch the node that died after it joined."""
+    rank0, rank1, inventory, dummy = instance
+    artifacts = tmp_path / "kill"
+
+    def kill_rank1_once_its_wait_returned():
+        task_ok_on(artifacts, "Wait until SGLang is ready", rank1.name)
+        rank1.exec("systemctl kill -s KILL %s" % UNIT)
+
+    killer = threading.Thread(target=kill_rank1_once_its_wait_returned, daemon=True)
+    killer.start()
+    slow = {"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_GRAPH_SECONDS": 1, "SGLANG_SIM_WARMUP_SECONDS": 15,
+            "K26_CHANGE": "slow"}
+    result = k26deploy.deploy(inventory=inventory, private_data_dir=artifacts,
+                              extra_vars={"sglang_service_environment": slow})
+    killer.join(timeout=60)
+    assert result.exit_code == 1, result.to_json()
+    for box in (rank0, rank1):
+        host = result.hosts[box.name]
+        assert host.node == rank1.name and "stopped after it had joined the instance" in host.msg, host
+        assert "status=9/KILL" in host.journal_excerpt and host.rolled_back, host
     ok, text = serving(rank0, inventory)
     assert ok, text

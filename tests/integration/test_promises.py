@@ -1,6 +1,6 @@
 """What the README promises, each shown by a real run against real systemd in a container: check mode, rollback
-in its three outcomes, the exit codes 3, 4 and 130, live progress, no key in any artifact, and several hosts in
-one run with --limit."""
+in its three outcomes, a renamed service, the exit codes 3, 4 and 130, live progress, no key in any artifact.
+(Several hosts in one run, and --limit, are shown on test_router.py's fleet.)"""
 
 import json
 import os
@@ -350,20 +350,3 @@ def test_the_key_is_in_no_artifact_of_any_run(served):
     files = [path for path in runs.rglob("*") if path.is_file()]
     assert len(files) > 100
     assert [str(path) for path in files if key in path.read_bytes()] == []
-
-
-# ---------------------------------------------------------------- several hosts
-
-def test_two_hosts_in_one_run_and_limit(tmp_path):
-    names = ["k26-it-pair-a-%d" % os.getpid(), "k26-it-pair-b-%d" % os.getpid()]
-    with systemd_container(names[0]) as first, systemd_container(names[1]) as second:
-        inventory = demo_inventory(first, tmp_path, second)
-        both = k26deploy.deploy(inventory=inventory)
-        assert both.exit_code == 0, both.to_json()
-        assert sorted(both.hosts) == sorted(names) and all(h.ready for h in both.hosts.values())
-        untouched = invocation(second)
-        limited = k26deploy.deploy(inventory=inventory, limit=names[0],
-                                   extra_vars={"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 1}})
-        assert limited.exit_code == 0 and list(limited.hosts) == [names[0]], limited.to_json()
-        assert limited.hosts[names[0]].restarted is True
-        assert invocation(second) == untouched

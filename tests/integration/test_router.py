@@ -2,18 +2,22 @@
 with real systemd, on a podman network of their own: one deploy_k26.yml run deploys all three, requests through
 the router reach both replicas, the key is in no argv, unit or journal, a second run changes nothing, bad
 input or a router that cannot start fails with the reason, and a change written but never restarted for restarts
-on the next run. The rolling change under a stream of requests and the bad change that stops at the first replica
-are checked by the Molecule scenario fleet (molecule/fleet/verify.yml), with three replicas."""
+on the next run; a rolling change under a steady stream of requests loses none and takes each replica out of the
+router while it restarts, one at a time, in order (the router's workers sampled during the roll); a bad change
+fails on the first replica, is rolled back there and rejoins, and never reaches the second, which keeps its running
+invocation."""
 
 import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import k26deploy
-from fleet import ROUTER_DEFAULTS, ROUTER_URL, chat, fleet_containers, key_of, router_workers
+from fleet import (ROUTER_DEFAULTS, ROUTER_URL, RequestStream, WorkerSamples, chat, fleet_containers, key_of,
+                   restart_times, router_workers)
 from harness import ROOT, VENV_BIN, task_started, wait_until
 
 pytestmark = pytest.mark.integration
@@ -184,3 +188,51 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
 def running_requests(replica):
     metrics = replica.exec("curl -s http://127.0.0.1:30000/metrics").stdout
     return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("sglang:num_running_reqs"))
+
+
+def test_limit_deploys_only_the_hosts_it_names(fleet):
+    first, second, router, inventory, dummy = fleet
+    untouched = invocation(second)
+    limited = k26deploy.deploy(inventory=inventory, limit=first.name,
+                               extra_vars={"sglang_service_environment": {LOAD: 1, "FLEET_CHANGE": "limited"}})
+    assert limited.exit_code == 0 and list(limited.hosts) == [first.name], limited.to_json()
+    assert limited.hosts[first.name].restarted is True
+    assert invocation(second) == untouched
+
+
+# molecule/fleet/files/roll_check.py: the verdict on a roll from the samples (tests/unit/test_fleet_roll_check.py)
+ROLL_CHECK = ROOT / "molecule" / "fleet" / "files" / "roll_check.py"
+# the replicas' weights load for 2 s after each restart: roll_check.py expects the port closed that long
+ROLLED = {LOAD: 2, "SGLANG_SIM_GRAPH_SECONDS": 0.5, "SGLANG_SIM_WARMUP_SECONDS": 0.5, "FLEET_CHANGE": "rolled"}
+
+
+def test_a_rolling_change_drains_each_replica_in_turn_and_loses_no_request(fleet):
+    first, second, router, inventory, dummy = fleet
+    key = key_of(inventory)
+    with RequestStream(router, key) as stream, WorkerSamples(router, key) as workers:
+        rolled = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_environment": ROLLED})
+    assert rolled.exit_code == 0, rolled.to_json()
+    assert rolled.hosts[first.name].restarted and rolled.hosts[second.name].restarted
+    assert stream.sent > 10 and stream.failed == 0, stream.codes
+    verdict = subprocess.run([sys.executable, str(ROLL_CHECK)], check=False, capture_output=True, text=True,
+                             input=json.dumps({"samples": workers.samples, "replicas": [first.name, second.name],
+                                               "serial": 1, "url": "http://{name}:30000",
+                                               "identities": {box.name: restart_times(box) for box in (first, second)}}))
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+    assert "drained and rolled batch by batch, in order: %s then %s" % (first.name, second.name) in verdict.stdout
+
+
+def test_a_bad_change_stops_at_the_first_replica_which_rolls_back_and_rejoins(fleet):
+    first, second, router, inventory, dummy = fleet
+    before = {box.name: restart_times(box)["InvocationID"] for box in (first, second)}
+    bad = k26deploy.deploy(inventory=inventory, extra_vars={
+        "sglang_service_environment": dict(ROLLED, SGLANG_SIM_FAILURE="crash_loading")})
+    assert bad.exit_code == 1, bad.to_json()
+    host = bad.hosts[first.name]
+    assert host.rolled_back and "torch.OutOfMemoryError" in host.journal_excerpt, host
+    assert restart_times(first)["InvocationID"] != before[first.name]
+    assert restart_times(second)["InvocationID"] == before[second.name]  # its running service, not merely its files
+    for box in (first, second):
+        env = box.exec("cat /etc/sglang/sglang.env").stdout
+        assert 'FLEET_CHANGE="rolled"' in env and "crash_loading" not in env
+    assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
