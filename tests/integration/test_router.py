@@ -224,14 +224,14 @@ def test_a_rolling_change_drains_each_replica_in_turn_and_loses_no_request(fleet
 
 def test_a_bad_change_stops_at_the_first_replica_which_rolls_back_and_rejoins(fleet):
     first, second, router, inventory, dummy = fleet
-    before = {box.name: restart_times(box)["InvocationID"] for box in (first, second)}
+    before = {box.name: invocation(box) for box in (first, second)}
     bad = k26deploy.deploy(inventory=inventory, extra_vars={
         "sglang_service_environment": dict(ROLLED, SGLANG_SIM_FAILURE="crash_loading")})
     assert bad.exit_code == 1, bad.to_json()
     host = bad.hosts[first.name]
     assert host.rolled_back and "torch.OutOfMemoryError" in host.journal_excerpt, host
-    assert restart_times(first)["InvocationID"] != before[first.name]
-    assert restart_times(second)["InvocationID"] == before[second.name]  # its running service, not merely its files
+    assert invocation(first) != before[first.name]
+    assert invocation(second) == before[second.name]  # its running service, not merely its files
     for box in (first, second):
         env = box.exec("cat /etc/sglang/sglang.env").stdout
         assert 'FLEET_CHANGE="rolled"' in env and "crash_loading" not in env
