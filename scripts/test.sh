@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test of the project, in the order that fails fastest, in three lanes one after the other:
+# Every test of the project, in the order that fails fastest, in three lanes one after the other (the real SGLang
+# that pytest needs installs in the background meanwhile):
 #   checks:   ansible-lint (production profile) -> ansible-test sanity -> `make demo` and its curls from this machine
 #   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (2)
 #   molecule: the scenario default (fleet is run by hand: test_router and test_multinode hold its checks)
@@ -32,8 +33,19 @@ stamp() {
   done
 }
 
-setup() { scripts/setup.sh && scripts/setup_sglang_cpu.sh; }
-part "set-up (packages, virtualenvs, image)" setup
+# Real SGLang on CPU (a 2 GB virtualenv, mostly download and unpacking) is only needed by pytest: it installs in
+# the background from the start, beside the set-up and the checks, and pytest waits for it.
+SGLANG_CPU_LOG=$TIMES/setup-sglang-cpu.log
+scripts/setup_sglang_cpu.sh >"$SGLANG_CPU_LOG" 2>&1 &
+sglang_cpu=$!
+sglang_cpu_ready() {
+  local rc=0
+  wait "$sglang_cpu" || rc=$?
+  cat "$SGLANG_CPU_LOG"
+  return "$rc"
+}
+trap 'pkill -P "$sglang_cpu" 2>/dev/null; kill "$sglang_cpu" 2>/dev/null || true' EXIT
+part "set-up (packages, virtualenv, image)" scripts/setup.sh
 export PATH=$PWD/.venv/bin:$PATH
 export ANSIBLE_CONFIG=$PWD/ansible.cfg
 source scripts/image.env
@@ -48,7 +60,8 @@ checks_lane() {
 # Two workers, a test file each at a time (a file's containers are set up once for its tests); tests/conftest.py
 # hands out the longest files first.
 pytest_lane() {
-  part "pytest: unit and integration tests" python -m pytest -v -rs -p no:cacheprovider \
+  part "set-up: real SGLang on CPU (installed in the background)" sglang_cpu_ready &&
+    part "pytest: unit and integration tests" python -m pytest -v -rs -p no:cacheprovider \
     -n "${K26_TEST_WORKERS:-2}" --dist loadfile --durations=15 --junitxml="$TIMES/pytest.xml" tests
 }
 

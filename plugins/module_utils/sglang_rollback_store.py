@@ -41,3 +41,13 @@ def untrusted(stat_results):
             return '%s is writable by %s (mode %04o)' % (
                 path, 'everyone' if mode & S_IWOTH else 'its group', mode)
     return None
+
+
+def compare(files, untrusted_reason):
+    """(can roll back, live differs from saved) for files looked at: each with required (default true),
+    live_exists, saved_exists, live_sha256 and saved_sha256 ('' for a file that is absent or not a regular file).
+    Rolling back needs a trusted store that holds a saved copy of every required file."""
+    can_roll_back = not untrusted_reason and all(entry['saved_exists'] for entry in files
+                                                 if entry.get('required', True))
+    differs = any(entry['live_sha256'] != entry['saved_sha256'] for entry in files)
+    return can_roll_back, differs

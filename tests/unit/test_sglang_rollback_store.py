@@ -2,7 +2,7 @@
 root alone can write."""
 import pytest
 
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import path_and_parents, untrusted
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import compare, path_and_parents, untrusted
 
 
 def stat(path, uid=0, mode="0700", islnk=False, exists=True):
@@ -40,3 +40,22 @@ def test_anything_else_is_refused_with_the_path(index, change, reason):
     stats = [dict(entry, stat=dict(entry["stat"])) for entry in GOOD]
     stats[index]["stat"].update(change)
     assert untrusted(stats) == reason
+
+
+def looked(live, saved, required=True):
+    """A file as sglang_rollback_store looks at it ('' or None for an absent file)."""
+    return {"required": required, "live_exists": bool(live), "saved_exists": bool(saved),
+            "live_sha256": live or "", "saved_sha256": saved or ""}
+
+
+def test_rolling_back_needs_every_required_saved_file_in_a_trusted_store():
+    files = [looked("a", "a"), looked("b", "b"), looked(None, None, required=False)]
+    assert compare(files, "") == (True, False)
+    assert compare(files, "/var/lib/k26deploy is owned by uid 999, not root") == (False, False)
+    assert compare([looked("a", None), looked("b", "b")], "") == (False, True)
+    assert compare([looked("a", "a"), looked("c", None, required=False)], "") == (True, True)
+
+
+@pytest.mark.parametrize("live, saved", [("a", "b"), ("a", None), (None, "a")])
+def test_any_difference_in_content_or_presence_differs(live, saved):
+    assert compare([looked("x", "x"), looked(live, saved, required=False)], "")[1] is True

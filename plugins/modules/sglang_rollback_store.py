@@ -1,0 +1,128 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Ansible module sglang_rollback_store: the rollback store and the live configuration, looked at in one pass."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_rollback_store
+short_description: Whether root may trust the rollback store, and how the live configuration compares with it
+description:
+  - Looks (without following links) at the rollback store, every directory above it and each saved file, and says
+    why root must not restore from it when anyone but root could have written one of them (a link, another owner,
+    a group or other write bit).
+  - Looks at each live file and its saved copy (SHA-256 of regular files) and says whether a saved copy of every
+    required file exists in a trusted store and whether the live configuration differs from the saved one.
+  - One module run instead of a C(ansible.builtin.stat) per path, as the role asks this on every run. Changes nothing.
+version_added: "0.3.0"
+author:
+  - k26deploy maintainers (!UNKNOWN)
+options:
+  store:
+    description: The rollback store's directory (absolute).
+    type: path
+    required: true
+  files:
+    description:
+      - The managed files, each a dict with C(live) and C(saved) (absolute paths) and C(required) (default true;
+        without the saved copy of a required file there is nothing to roll back to).
+      - Other keys are returned as given.
+    type: list
+    elements: dict
+    required: true
+attributes:
+  check_mode:
+    support: full
+    description: Changes nothing.
+  diff_mode:
+    support: none
+    description: Nothing to compare.
+"""
+
+EXAMPLES = r"""
+- name: Look at the rollback store and the live configuration
+  k26.deploy.sglang_rollback_store:
+    store: /var/lib/k26deploy/rollback/sglang
+    files:
+      - {live: /etc/systemd/system/sglang.service, saved: /var/lib/k26deploy/rollback/sglang/unit}
+      - {live: /etc/sglang/sglang.yaml, saved: /var/lib/k26deploy/rollback/sglang/config.yaml}
+      - {live: /etc/sglang/tls/server.crt, saved: /var/lib/k26deploy/rollback/sglang/tls-server.crt, required: false}
+  register: store
+"""
+
+RETURN = r"""
+untrusted:
+  description: Why root must not restore from the store (the first path that fails); empty when it may.
+  returned: success
+  type: str
+  sample: /var/lib/k26deploy/rollback/sglang is owned by uid 999, not root
+can_roll_back:
+  description: The store is trusted and holds a saved copy of every required file.
+  returned: success
+  type: bool
+differs:
+  description: A live file and its saved copy differ (content, or one exists without the other).
+  returned: success
+  type: bool
+files:
+  description: The files as given, each with C(live_exists) and C(saved_exists) added.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"live": "/etc/sglang/sglang.yaml", "saved": "/var/lib/k26deploy/rollback/sglang/config.yaml",
+            "live_exists": true, "saved_exists": true}]
+"""
+
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import (
+    compare, path_and_parents, untrusted)
+
+
+def look(module, path):
+    """(ansible.builtin.stat-like result without following links, SHA-256 of a regular file or '')."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return {'item': path, 'stat': {'exists': False, 'path': path}}, ''
+    except OSError as exc:
+        module.fail_json(msg='cannot look at %s: %s' % (path, exc))
+    checksum = module.sha256(path) if stat.S_ISREG(info.st_mode) else ''
+    return {'item': path, 'stat': {'exists': True, 'path': path, 'islnk': stat.S_ISLNK(info.st_mode),
+                                   'uid': info.st_uid, 'mode': '%04o' % stat.S_IMODE(info.st_mode)}}, checksum
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            store=dict(type='path', required=True),
+            files=dict(type='list', elements='dict', required=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    for entry in params['files']:
+        if not all(isinstance(entry.get(key), str) and entry[key].startswith('/') for key in ('live', 'saved')):
+            module.fail_json(msg='each of files needs an absolute live and saved path, got %r' % (entry,))
+    try:
+        directories = path_and_parents(params['store'])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    store = [look(module, path)[0] for path in directories]
+    looked = []
+    for entry in params['files']:
+        (saved, saved_sum), (live, live_sum) = look(module, entry['saved']), look(module, entry['live'])
+        store.append(saved)
+        looked.append(dict(entry, live_exists=live['stat']['exists'], saved_exists=saved['stat']['exists'],
+                           live_sha256=live_sum, saved_sha256=saved_sum))
+    reason = untrusted(store) or ''
+    can_roll_back, differs = compare(looked, reason)
+    files = [{key: value for key, value in entry.items() if not key.endswith('_sha256')} for entry in looked]
+    module.exit_json(changed=False, untrusted=reason, can_roll_back=can_roll_back, differs=differs, files=files)
+
+
+if __name__ == '__main__':
+    main()
