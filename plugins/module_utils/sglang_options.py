@@ -128,11 +128,11 @@ def redact(data, secrets):
 
 
 # ---------------------------------------------------------------------------------------------------- backends
-#: SGLang 0.5.23's --attention-backend choices (srt/server_args.py)
+#: SGLang 0.5.23's --attention-backend choices (roles/sglang/files/sglang_server_options.json, from its parser)
 ATTENTION_BACKENDS = (
-    "triton", "torch_native", "flex_attention", "fa3", "fa4", "flashinfer", "flashmla",
-    "trtllm_mla", "trtllm_mha", "cutedsl_mla", "aiter", "wave", "intel_amx", "ascend",
-    "dual_chunk_flash_attn", "nsa", "intel_xpu",
+    "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4",
+    "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla", "trtllm_mha",
+    "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer", "aiter", "wave", "intel_amx", "ascend", "intel_xpu",
 )
 #: what SGLang picks for an MLA model (Kimi K2.x) per compute-capability major: SM120 (RTX PRO 6000 Blackwell)
 #: triton, SM100 (B200) trtllm_mla, SM90 (H100/H200) fa3

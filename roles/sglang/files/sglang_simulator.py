@@ -7,8 +7,10 @@ It is started the way the service starts SGLang 0.5.23::
 and imitates what a deployment can observe from the outside:
 
 * the options: a YAML ``--config`` file merged like SGLang's ConfigArgumentMerger
-  (file first, command-line flags win) and parsed with argparse, so an unknown
-  option fails exactly like SGLang (usage, "unrecognized arguments", exit 2);
+  (file first, command-line flags win) and parsed with argparse built from SGLang's own
+  option table (sglang_server_options.json beside this file, read from SGLang's parser by
+  scripts/sglang_option_table.py): every option, choice, type and default is SGLang's, so
+  a config fails or passes exactly as with SGLang (usage, "unrecognized arguments", exit 2);
 * the start-up: SGLang-like log lines on stderr, the port CLOSED while weights load
   and CUDA graphs are captured, then an HTTP server where /v1/models, /model_info
   and /server_info answer at once while /health, /health_generate and /ready answer
@@ -63,7 +65,7 @@ graphs off with depth 0 gave 24.7 tok/s at concurrency 1 and 95.6 tok/s in all a
 
 ``--sim-check-only`` only parses and validates the options, then exits (0 when valid).
 
-Needs only the Python 3.11 standard library and PyYAML.
+Needs only the Python 3.11 standard library, PyYAML and sglang_server_options.json beside it.
 """
 
 import argparse
@@ -72,6 +74,7 @@ import hmac
 import json
 import math
 import os
+import re
 import signal
 import socket
 import ssl
@@ -80,6 +83,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -103,13 +107,9 @@ GPU_TOTAL_GIB = 94.97
 GPU_AVAIL_GB = 93.72
 CHECKPOINT_GB = 594.0
 
-# SGLang 0.5.23's --attention-backend choices; the collection's own list (module_utils/sglang_options.py) is held
-# to this one by tests/unit/test_sglang_options.py (the simulator runs on hosts without the collection).
-ATTENTION_BACKENDS = ("triton", "torch_native", "flex_attention", "fa3", "fa4", "flashinfer", "flashmla",
-                      "trtllm_mla", "trtllm_mha", "cutedsl_mla", "aiter", "wave", "intel_amx", "ascend",
-                      "dual_chunk_flash_attn", "nsa", "intel_xpu")
-CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")
-SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
+# SGLang 0.5.23's server options (flags, actions, types, choices, defaults), read from its own parser by
+# scripts/sglang_option_table.py; the simulator's parser is built from them (build_parser).
+OPTION_TABLE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang_server_options.json")
 FAILURE_MODES = ("none", "crash_loading", "hang_loading", "crash_after_ready", "warmup_fail")
 GPU_MODES = ("auto", "on", "off")
 NVIDIA_DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
@@ -294,6 +294,79 @@ def positive_int(text):
     return value
 
 
+# SGLang 0.5.23's type functions, imitated under their own names (argparse names a ValueError's type by its
+# function's name: "invalid int value", "invalid loads value").
+def loads(text):
+    return json.loads(text)
+
+
+def human_readable_int(value):
+    """An integer, or a number with an SI suffix (k, M, G, T; decimals allowed) or an IEC one (Ki, Mi, Gi, Ti)."""
+    value = value.strip()
+    match = HUMAN_READABLE_INT.fullmatch(value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in IEC_SUFFIXES:
+            if "." in number:
+                raise argparse.ArgumentTypeError(f"Decimals are not allowed with IEC suffixes like '{suffix}'.")
+            return int(number) * IEC_SUFFIXES[suffix]
+        return int(Decimal(number) * SI_SUFFIXES[suffix])
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"Invalid integer value: '{value}'. Use a plain integer, SI suffixes "
+                                         "(1k, 1M), or IEC suffixes (1Ki, 1Mi). Suffixes are case-sensitive.")
+
+
+HUMAN_READABLE_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
+SI_SUFFIXES = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+IEC_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def json_list_type(value):
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(f"Invalid JSON list: {value}. Please provide a valid JSON list.")
+
+
+def nullable_str(value):
+    return None if not value or value == "None" else value
+
+
+def parse_cuda_graph_backend_arg(raw):
+    if raw == "tc_piecewise":
+        raise argparse.ArgumentTypeError("tc_piecewise was removed; select breakable, full, or disabled")
+    return raw
+
+
+def cuda_graph_config_type(phases, keys):
+    """--cuda-graph-config: a JSON object of phase -> settings, each phase and key one SGLang knows."""
+    def parse_cuda_graph_config_arg(raw):
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"--cuda-graph-config must be JSON: {exc}")
+        if not isinstance(parsed, dict):
+            raise argparse.ArgumentTypeError(
+                f"--cuda-graph-config must be a JSON object, got {type(parsed).__name__}")
+        for phase, settings in parsed.items():
+            if str(phase) not in phases:
+                raise argparse.ArgumentTypeError(
+                    f"--cuda-graph-config: unknown phase '{phase}', expected one of {phases}")
+            if not isinstance(settings, dict):
+                raise argparse.ArgumentTypeError(
+                    f"--cuda-graph-config['{phase}'] must be a JSON object, got {type(settings).__name__}")
+            if "backend" in settings:
+                parse_cuda_graph_backend_arg(settings["backend"])
+            unknown = [key for key in settings if key not in keys[str(phase)]]
+            if unknown:
+                raise argparse.ArgumentTypeError(f"--cuda-graph-config['{phase}']: unknown key '{unknown[0]}', "
+                                                 f"expected one of {keys[str(phase)]}")
+        return {str(phase): dict(settings) for phase, settings in parsed.items()}
+    return parse_cuda_graph_config_arg
+
+
 class DeprecatedStoreTrueAction(argparse.Action):
     """A deprecated flag that still stores True on the command line (SGLang 0.5.23's action of the same name);
     config files refuse it."""
@@ -305,62 +378,73 @@ class DeprecatedStoreTrueAction(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
-def add_server_options(parser):
-    """The SGLang 0.5.23 options the simulator knows, with SGLang's names and defaults."""
-    add = parser.add_argument
-    add("--config", metavar="FILE", help="YAML file of options (command-line flags win)")
-    add("--model-path", "--model", required=True)
-    add("--tokenizer-path")
-    add("--served-model-name")
-    add("--host", default="127.0.0.1")
-    add("--port", type=int, default=30000)
-    add("--api-key")
-    add("--ssl-keyfile")
-    add("--ssl-certfile")
-    add("--ssl-ca-certs")
-    add("--ssl-keyfile-password")
-    add("--tensor-parallel-size", "--tp-size", dest="tp_size", type=int, default=1)
-    add("--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1)
-    add("--pp-async-batch-depth", type=int, default=0)
-    add("--expert-parallel-size", "--ep-size", "--ep", dest="ep_size", type=int, default=1)
-    add("--data-parallel-size", "--dp-size", dest="dp_size", type=int, default=1)
-    add("--attn-dp-size", type=int, default=1)
-    add("--enable-dp-attention", action=DeprecatedStoreTrueAction)
-    add("--nnodes", type=int, default=1)
-    add("--node-rank", type=int, default=0)
-    add("--dist-init-addr")
-    add("--dist-timeout", type=int)
-    add("--attention-backend", choices=ATTENTION_BACKENDS)
-    add("--mem-fraction-static", type=float)
-    add("--trust-remote-code", action="store_true")
-    add("--tool-call-parser")
-    add("--reasoning-parser")
-    add("--disable-cuda-graph", action=DeprecatedStoreTrueAction)
-    add("--disable-decode-cuda-graph", action="store_true")
-    add("--disable-prefill-cuda-graph", action="store_true")
-    add("--cuda-graph-backend-decode", choices=CUDA_GRAPH_BACKENDS)
-    add("--cuda-graph-backend-prefill", choices=CUDA_GRAPH_BACKENDS)
-    add("--cuda-graph-max-bs-decode", type=int)
-    add("--cuda-graph-max-bs-prefill", type=int)
-    add("--cuda-graph-bs-decode", type=int, nargs="+")
-    add("--cuda-graph-bs-prefill", type=int, nargs="+")
-    add("--speculative-algorithm", choices=SPECULATIVE_ALGORITHMS)
-    add("--speculative-draft-model-path")
-    add("--speculative-num-steps", type=int)
-    add("--speculative-eagle-topk", type=int)
-    add("--speculative-num-draft-tokens", type=int)
-    add("--context-length", type=int)
-    add("--max-running-requests", type=int)
-    add("--chunked-prefill-size", type=int)
-    add("--disable-radix-cache", action="store_true")
-    add("--kv-cache-dtype", default="auto")
-    add("--quantization")
-    add("--log-level", default="info")
-    add("--enable-metrics", action="store_true")
-    add("--watchdog-timeout", type=float, default=300.0)
-    add("--enable-mis", action="store_true")
-    add("--random-seed", type=int)
-    add("--download-dir")
+class DeprecatedStoreConstAction(argparse.Action):
+    """A deprecated flag that stores a fixed value of its replacement (SGLang 0.5.23's action of the same name)."""
+
+    def __init__(self, option_strings, dest, const_value=None, nargs=0, default=None, **kwargs):
+        self.const_value = const_value
+        super().__init__(option_strings, dest, nargs=nargs, default=default, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, self.const_value)
+
+
+class LoRAPathAction(argparse.Action):
+    """--lora-paths: names or paths, or JSON objects with lora_name and lora_path (SGLang 0.5.23's action)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        paths = []
+        for value in values or []:
+            value = value.strip()
+            if value.startswith("{") and value.endswith("}"):
+                entry = json.loads(value)
+                if "lora_path" not in entry or "lora_name" not in entry:
+                    parser.error(f"{value!r} looks like a JSON str, but it does not contain 'lora_name' and "
+                                 "'lora_path' keys.")
+                paths.append(entry)
+            else:
+                paths.append(value)
+        setattr(namespace, self.dest, paths)
+
+
+def load_option_table(path=OPTION_TABLE_FILE):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def option_types(table):
+    """The table's type names -> the functions that parse them."""
+    graphs = table["cuda_graph_config"]
+    return {"str": str, "int": int, "float": float, "json": loads, "human_readable_int": human_readable_int,
+            "json_list": json_list_type, "nullable_str": nullable_str,
+            "cuda_graph_backend": parse_cuda_graph_backend_arg,
+            "cuda_graph_config": cuda_graph_config_type(graphs["phases"], graphs["keys"])}
+
+
+def add_server_options(parser, table):
+    """Every SGLang 0.5.23 option, as its own parser defines it (the table), with its names and defaults."""
+    types = option_types(table)
+    for option in table["options"]:
+        flags, action = option["flags"], option["action"]
+        settings = {"dest": option["dest"], "default": option["default"]}
+        if option["required"]:
+            settings["required"] = True
+        if action == "store_true":
+            parser.add_argument(*flags, action="store_true", **settings)
+        elif action == "boolean_optional":
+            parser.add_argument(*[flag for flag in flags if not flag.startswith("--no-")],
+                                action=argparse.BooleanOptionalAction, **settings)
+        elif action == "deprecated_store_true":
+            parser.add_argument(*flags, action=DeprecatedStoreTrueAction, **settings)
+        elif action == "deprecated_store_const":
+            parser.add_argument(*flags, action=DeprecatedStoreConstAction, const_value=option["const_value"],
+                                nargs=option["nargs"], choices=option["choices"], **settings)
+        elif action in ("store", "lora_paths"):
+            parser.add_argument(*flags, action=LoRAPathAction if action == "lora_paths" else "store",
+                                type=types[option["type"]] if option["type"] else None, nargs=option["nargs"],
+                                choices=option["choices"], **settings)
+        else:
+            raise ValueError(f"{OPTION_TABLE_FILE}: unknown action {action!r} of {flags}")
 
 
 # (flag, environment variable, default, type, help)
@@ -415,7 +499,7 @@ def build_parser(environ):
     # argparse accepts a unique prefix of a flag, as in SGLang; the simulator knows fewer flags than SGLang, so
     # only prefixes that are unique in both behave the same (tests/unit/test_simulator_conformance.py).
     parser = argparse.ArgumentParser(description="GPU-less SGLang simulator (launch_server options).")
-    add_server_options(parser)
+    add_server_options(parser, load_option_table())
     sim = parser.add_argument_group("simulator knobs (defaults from SGLANG_SIM_* environment variables)")
     for flag, env, default, kind, help_text in SIM_KNOBS:
         # A string default goes through TYPE, so a bad environment value is an argparse error.
