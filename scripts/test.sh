@@ -44,7 +44,7 @@ sglang_cpu_ready() {
   cat "$SGLANG_CPU_LOG"
   return "$rc"
 }
-trap 'pkill -P "$sglang_cpu" 2>/dev/null; kill "$sglang_cpu" 2>/dev/null || true' EXIT
+trap 'pkill -P "$sglang_cpu" 2>/dev/null || true; kill "$sglang_cpu" 2>/dev/null || true' EXIT
 part "set-up (packages, virtualenv, image)" scripts/setup.sh
 export PATH=$PWD/.venv/bin:$PATH
 export ANSIBLE_CONFIG=$PWD/ansible.cfg
