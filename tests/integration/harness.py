@@ -265,6 +265,22 @@ def task_ok_on(artifacts, task, host, timeout=600):
     wait_until(done, "task %r done on %s" % (task, host), timeout)
 
 
+def play_batches(artifacts, play):
+    """The hosts of each batch of the play whose name contains PLAY, in order, from a finished run's events:
+    Ansible starts a play again for every batch of its serial."""
+    events = sorted((json.loads(text) for text in event_texts(artifacts)), key=lambda event: event["counter"])
+    batches, current = [], None
+    for event in events:
+        data = event.get("event_data", {})
+        if event["event"] == "playbook_on_play_start":
+            current = [] if play in data.get("play", "") else None
+            if current is not None:
+                batches.append(current)
+        elif current is not None and event["event"].startswith("runner_on_") and data.get("host") not in current:
+            current.append(data.get("host"))
+    return batches
+
+
 def event_texts(artifacts):
     """The text of each event file ansible-runner wrote under ARTIFACTS so far."""
     for path in artifacts.glob("artifacts/*/job_events/*.json"):

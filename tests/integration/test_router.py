@@ -18,7 +18,7 @@ import pytest
 import k26deploy
 from fleet import (ROUTER_DEFAULTS, ROUTER_URL, RequestStream, WorkerSamples, chat, fleet_containers, key_of,
                    restart_times, router_workers)
-from harness import ROOT, VENV_BIN, task_started, wait_until
+from harness import ROOT, VENV_BIN, play_batches, task_started, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -111,11 +111,19 @@ def test_an_index_password_is_in_no_result_or_event(fleet):
     assert leaks == [] and INDEX_PASSWORD not in result.to_json()
 
 
-def test_a_second_run_changes_nothing(fleet):
-    router, inventory = fleet[2], fleet[3]
+# Both replicas in one batch (k26_serial 2, README's --serial 2) where the test is about the router or one replica:
+# a batch of unchanged replicas costs a whole pass of the roles.
+BOTH = {"k26_serial": 2}
+ROLLING_PLAY = "Deploy SGLang serving Kimi K2.6 (rolling)"
+
+
+def test_a_second_run_changes_nothing(fleet, tmp_path):
+    first, second, router, inventory, dummy = fleet
     before = router_invocation(router)
-    again = k26deploy.deploy(inventory=inventory)
+    again = k26deploy.deploy(inventory=inventory, private_data_dir=tmp_path)
     assert again.exit_code == 0, again.to_json()
+    # replicas behind a router go one at a time by default, in inventory order
+    assert play_batches(tmp_path, ROLLING_PLAY) == [[first.name], [second.name]]
     assert again.hosts[router.name].ready and again.hosts[router.name].changed == 0
     assert router_invocation(router) == before
 
@@ -123,7 +131,7 @@ def test_a_second_run_changes_nothing(fleet):
 def test_a_router_key_other_than_the_replicas_is_refused_before_any_change(fleet):
     router, inventory = fleet[2], fleet[3]
     before = router_invocation(router)
-    result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_router_api_key": "a-different-key"})
+    result = k26deploy.deploy(inventory=inventory, extra_vars=dict(BOTH, sglang_router_api_key="a-different-key"))
     host = result.hosts[router.name]
     assert result.exit_code == 2 and host.bad_input and host.changed == 0, result.to_json()
     assert "same one" in host.msg and "a-different-key" not in json.dumps(result.to_dict())
@@ -132,12 +140,12 @@ def test_a_router_key_other_than_the_replicas_is_refused_before_any_change(fleet
 
 def test_a_router_that_cannot_start_fails_with_its_own_error(fleet):
     router, inventory = fleet[2], fleet[3]
-    result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_router_extra_args": ["--no-such-flag"]})
+    result = k26deploy.deploy(inventory=inventory, extra_vars=dict(BOTH, sglang_router_extra_args=["--no-such-flag"]))
     host = result.hosts[router.name]
     assert result.exit_code == 1 and host.ready is False, result.to_json()
     assert host.reason in ("unit_failed", "crash_loop"), host
     assert "unrecognized arguments: --no-such-flag" in host.journal_excerpt
-    back = k26deploy.deploy(inventory=inventory)
+    back = k26deploy.deploy(inventory=inventory)  # the router is down: the replicas deploy together
     assert back.exit_code == 0 and back.hosts[router.name].ready, back.to_json()
 
 
@@ -179,7 +187,8 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
     assert invocation(first) == before
     # left out of the router while it serves its old configuration
     assert router_workers(router, inventory) == {"http://%s:30000" % second.name: True}
-    again = k26deploy.deploy(inventory=inventory, extra_vars=change)
+    again = k26deploy.deploy(inventory=inventory, extra_vars=dict(BOTH, **change), private_data_dir=tmp_path / "again")
+    assert play_batches(tmp_path / "again", ROLLING_PLAY) == [[first.name, second.name]]  # two at a time
     assert again.exit_code == 0 and again.hosts[first.name].restarted, again.to_json()
     assert invocation(first) != before
     assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
