@@ -3,7 +3,8 @@ scripts/setup_sglang_cpu.sh), never from memory:
 
 * the same corpus of config files and flags goes to SGLang's own parser and to the simulator's --sim-check-only,
   and both must give the same verdict and the same class of error;
-* every option the roles can render is known to both, and the simulator knows no option SGLang does not;
+* every option the roles can render is known to both, and the simulator knows exactly SGLang's options (its
+  table is regenerated from SGLang's parser and compared);
 * the simulator's routes exist in SGLang's HTTP server, and SGLang's own auth decision agrees with the simulator's
   on which of them need the API key;
 * the log lines the readiness module, the live view and the benchmarks rely on, as the simulator prints them,

@@ -295,11 +295,7 @@ def positive_int(text):
 
 
 # SGLang 0.5.23's type functions, imitated under their own names (argparse names a ValueError's type by its
-# function's name: "invalid int value", "invalid loads value").
-def loads(text):
-    return json.loads(text)
-
-
+# function's name: "invalid int value", "invalid loads value" for json.loads).
 def human_readable_int(value):
     """An integer, or a number with an SI suffix (k, M, G, T; decimals allowed) or an IEC one (Ki, Mi, Gi, Ti)."""
     value = value.strip()
@@ -415,7 +411,7 @@ def load_option_table(path=OPTION_TABLE_FILE):
 def option_types(table):
     """The table's type names -> the functions that parse them."""
     graphs = table["cuda_graph_config"]
-    return {"str": str, "int": int, "float": float, "json": loads, "human_readable_int": human_readable_int,
+    return {"str": str, "int": int, "float": float, "json": json.loads, "human_readable_int": human_readable_int,
             "json_list": json_list_type, "nullable_str": nullable_str,
             "cuda_graph_backend": parse_cuda_graph_backend_arg,
             "cuda_graph_config": cuda_graph_config_type(graphs["phases"], graphs["keys"])}
@@ -496,8 +492,8 @@ class SimSettings:
 
 
 def build_parser(environ):
-    # argparse accepts a unique prefix of a flag, as in SGLang; the simulator knows fewer flags than SGLang, so
-    # only prefixes that are unique in both behave the same (tests/unit/test_simulator_conformance.py).
+    # argparse accepts a unique prefix of a flag, as in SGLang; the simulator knows SGLang's flags and its own
+    # --sim-* knobs, so an abbreviation resolves as in SGLang (tests/unit/test_simulator_conformance.py).
     parser = argparse.ArgumentParser(description="GPU-less SGLang simulator (launch_server options).")
     add_server_options(parser, load_option_table())
     sim = parser.add_argument_group("simulator knobs (defaults from SGLANG_SIM_* environment variables)")
