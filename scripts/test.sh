@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Every test of the project, in the order that fails fastest, in three lanes one after the other (the real SGLang
-# that pytest needs installs in the background meanwhile):
+# Every test of the project, in the order that fails fastest, in three lanes one after the other (what the later
+# lanes download comes in the background meanwhile):
 #   checks:   ansible-lint (production profile) -> ansible-test sanity -> `make demo` and its curls from this machine
 #   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (2)
-#   molecule: the scenario default (fleet is run by hand: test_router and test_multinode hold its checks)
+#   molecule: the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
+#             test_multinode hold its checks)
 # (Run side by side they took longer: the suite keeps both cores busy, and podman's lock is shared.)
 # Each part's wall time, pytest's JUnit XML and Molecule's timestamped output go to .cache/test-times/
 # (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time went, and this script prints it at
@@ -33,18 +34,26 @@ stamp() {
   done
 }
 
-# Real SGLang on CPU (a 2 GB virtualenv, mostly download and unpacking) is only needed by pytest: it installs in
-# the background from the start, beside the set-up and the checks, and pytest waits for it.
-SGLANG_CPU_LOG=$TIMES/setup-sglang-cpu.log
-scripts/setup_sglang_cpu.sh >"$SGLANG_CPU_LOG" 2>&1 &
-sglang_cpu=$!
-sglang_cpu_ready() {
+# Downloads that only later lanes need run in the background from the start, beside the set-up and the checks:
+# real SGLang's parser on CPU (a 2 GB virtualenv; pytest waits for it) and SGLang's wheels (4.1 GB, the wheelhouse
+# Molecule `default` installs the real SGLang from; the Molecule lane waits for it).
+declare -A background=()
+in_background() {
+  local name=$1
+  shift
+  "$@" >"$TIMES/$name.log" 2>&1 &
+  background[$name]=$!
+}
+# wait_for NAME: the background job's exit status, after its output
+wait_for() {
   local rc=0
-  wait "$sglang_cpu" || rc=$?
-  cat "$SGLANG_CPU_LOG"
+  wait "${background[$1]}" || rc=$?
+  cat "$TIMES/$1.log"
   return "$rc"
 }
-trap 'pkill -P "$sglang_cpu" 2>/dev/null || true; kill "$sglang_cpu" 2>/dev/null || true' EXIT
+in_background setup-sglang-cpu scripts/setup_sglang_cpu.sh
+in_background setup-sglang-wheelhouse scripts/setup_sglang_wheelhouse.sh
+trap 'for pid in "${background[@]}"; do pkill -P "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; done' EXIT
 part "set-up (packages, virtualenv, image)" scripts/setup.sh
 export PATH=$PWD/.venv/bin:$PATH
 export ANSIBLE_CONFIG=$PWD/ansible.cfg
@@ -60,14 +69,15 @@ checks_lane() {
 # Two workers, a test file each at a time (a file's containers are set up once for its tests); tests/conftest.py
 # hands out the longest files first.
 pytest_lane() {
-  part "set-up: real SGLang on CPU (installed in the background)" sglang_cpu_ready &&
+  part "set-up: real SGLang on CPU (installed in the background)" wait_for setup-sglang-cpu &&
     part "pytest: unit and integration tests" python -m pytest -v -rs -p no:cacheprovider \
     -n "${K26_TEST_WORKERS:-2}" --dist loadfile --durations=15 --junitxml="$TIMES/pytest.xml" tests
 }
 
 molecule_scenario() { molecule test -s "$1" 2>&1 | stamp "$TIMES/molecule-$1.log"; }
 molecule_lane() {
-  part "molecule: default" molecule_scenario default
+  part "set-up: SGLang's wheels (downloaded in the background)" wait_for setup-sglang-wheelhouse &&
+    part "molecule: default (the real SGLang)" molecule_scenario default
 }
 
 failed=()

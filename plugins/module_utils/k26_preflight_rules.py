@@ -9,7 +9,7 @@ The context is a plain dict built by :func:`build_context`:
 
 - ``options``: SGLang options, keys normalised to the dashed flag spelling (``pp-size``), values as given;
 - ``gpu``: facts from nvidia_smi.gather_facts (``gpu_count``, ``gpus``, ``driver_version``, ...) or None;
-- ``simulator``: True on hosts that run the simulator (no GPU expected);
+- ``simulator``: True on hosts that run the simulator (no GPU expected, nor with the option ``device: cpu``);
 - ``expected_gpus``: int or None; ``nnodes`` comes from the options;
 - ``model``: {"path", "exists", "is_dir", "has_config", "size_bytes"} or None (not checked);
 - ``cache``: {"path", "free_bytes", "min_free_bytes"} or None;
@@ -137,12 +137,22 @@ def gpus_present(ctx):
     return int(gpu.get("gpu_count") or 0)
 
 
+def without_gpu(ctx):
+    """Why this host serves without a GPU ("simulator", "device cpu"), or "" on a GPU host."""
+    if ctx.get("simulator"):
+        return "simulator"
+    if str(opt(ctx, "device", "")).strip().lower() == "cpu":
+        return "device cpu"
+    return ""
+
+
 def no_gpu_info(ctx, what):
     """The finding for a GPU rule that cannot be evaluated, or None when GPUs are present."""
     if gpus_present(ctx) > 0:
         return None
-    if ctx.get("simulator"):
-        return found("%s not checked: simulator host without GPU" % what, NOTHING_TO_DO, {"simulator": True}, INFO)
+    why = without_gpu(ctx)
+    if why:
+        return found("%s not checked: host without GPU (%s)" % (what, why), NOTHING_TO_DO, {"without_gpu": why}, INFO)
     error = (ctx.get("gpu") or {}).get("nvidia_smi_error") or "GPU facts not gathered"
     return found("%s not checked: no GPU listed (%s)" % (what, error), NOTHING_TO_DO,
                  {"gpu.nvidia_smi_error": error}, INFO)
@@ -186,6 +196,8 @@ def gpu_evidence(ctx, *keys):
 
 
 def check_cuda_graph_off(ctx):
+    if without_gpu(ctx) == "device cpu":
+        return None  # no CUDA graphs on the CPU at all
     reasons = []
     fixes = []
     read = ["disable-cuda-graph", "disable-decode-cuda-graph", "cuda-graph-backend-decode", "attention-backend"]
@@ -292,7 +304,7 @@ def check_expected_gpus(ctx):
 
 
 def check_no_gpu(ctx):
-    if ctx.get("simulator") or gpus_present(ctx) > 0:
+    if without_gpu(ctx) or gpus_present(ctx) > 0:
         return None
     error = (ctx.get("gpu") or {}).get("nvidia_smi_error") or "GPU facts not gathered"
     evidence = {"gpu.gpu_count": 0, "gpu.nvidia_smi_error": error}
@@ -301,8 +313,8 @@ def check_no_gpu(ctx):
                      "the nvidia_cuda role installs the driver; run preflight again before starting SGLang",
                      evidence, WARNING)
     return found("no GPU usable on a GPU host: %s. SGLang cannot start." % error,
-                 "fix the driver (reboot after an upgrade, load the module) or set the simulator mode for a host "
-                 "without GPU", evidence)
+                 "fix the driver (reboot after an upgrade, load the module); a host without GPU serves with the "
+                 "simulator or with sglang_service_profile cpu", evidence)
 
 
 def check_attention_arch(ctx):

@@ -96,8 +96,9 @@ def test_the_files_stay_private_and_the_unit_as_hardened_as_before(tls):
     assert key not in box.exec("cat /etc/sglang/sglang.env /etc/systemd/system/sglang.service").stdout
     pid = box.exec("systemctl show sglang.service -p MainPID --value").stdout.strip()
     assert pid != "0" and key not in box.exec("cat /proc/%s/environ" % pid).stdout
-    # systemd-analyze's exposure score, times ten: 1.7 before TLS and the launcher, 1.5 or lower with the allow-list
-    assert box.exec("systemd-analyze security --threshold=15 sglang.service", check=False).returncode == 0, \
+    # systemd-analyze's exposure score, times ten: 1.7 before TLS and the launcher, 1.5 with the allow-list, 1.4 with
+    # PrivateUsers (and sched_setscheduler allowed again for libzmq)
+    assert box.exec("systemd-analyze security --threshold=14 sglang.service", check=False).returncode == 0, \
         box.exec("systemd-analyze security sglang.service", check=False).stdout[-2000:]
 
 

@@ -69,6 +69,8 @@ def ctx(options=None, drop=(), **kwargs):
 
 # (rule id, case name, context, expected severity or None, substring of the message)
 CASES = [
+    ("K26-CUDA-GRAPH-OFF", "SGLang on the CPU", ctx({"device": "cpu", "attention-backend": "torch_native"}, gpu=NO_GPU),
+     None, None),
     ("K26-CUDA-GRAPH-OFF", "profile keeps graphs", ctx(), None, None),
     ("K26-CUDA-GRAPH-OFF", "deprecated flag", ctx({"disable-cuda-graph": True}), "warning", "disable-cuda-graph is set"),
     ("K26-CUDA-GRAPH-OFF", "underscore spelling", ctx({"disable_decode_cuda_graph": True}), "warning",
@@ -91,6 +93,7 @@ CASES = [
     ("K26-NNODES-DIVISOR", "3 nodes", ctx({"nnodes": 3}), "error", "not divisible by nnodes 3"),
     ("K26-NO-GPU", "GPUs present", ctx(), None, None),
     ("K26-NO-GPU", "simulator", ctx(gpu=NO_GPU, simulator=True), None, None),
+    ("K26-NO-GPU", "SGLang on the CPU", ctx({"device": "cpu"}, gpu=NO_GPU_DRIVER_BROKEN), None, None),
     ("K26-NO-GPU", "bare host before the driver", ctx(gpu=NO_GPU), "warning", "nvidia-smi not found"),
     ("K26-NO-GPU", "broken driver", ctx(gpu=NO_GPU_DRIVER_BROKEN), "error", "version mismatch"),
     ("K26-GPU-COUNT", "8 of 8", ctx(), None, None),
@@ -99,7 +102,8 @@ CASES = [
     ("K26-GPU-COUNT", "two nodes, 4 each, 4 present",
      ctx({"nnodes": 2}, gpu=gpu_facts(4, "NVIDIA H200", "9.0", 143771)), None, None),
     ("K26-GPU-COUNT", "base-gpu-id overflow", ctx({"base-gpu-id": 1}), "error", "from base-gpu-id 1"),
-    ("K26-GPU-COUNT", "simulator: info", ctx(gpu=NO_GPU, simulator=True), "info", "simulator host"),
+    ("K26-GPU-COUNT", "simulator: info", ctx(gpu=NO_GPU, simulator=True), "info", "without GPU (simulator)"),
+    ("K26-GPU-COUNT", "device cpu: info", ctx({"device": "cpu"}, gpu=NO_GPU), "info", "without GPU (device cpu)"),
     ("K26-GPU-EXPECTED", "8 expected, 8 found", ctx(), None, None),
     ("K26-GPU-EXPECTED", "not asked", ctx(expected_gpus=None, gpu=H200X1), None, None),
     ("K26-GPU-EXPECTED", "a card missing", ctx(gpu=gpu_facts(7, "X", "12.0", 97887)), "error", "8 GPUs expected but 7"),

@@ -1,14 +1,26 @@
-"""Verify what a user of the deployment depends on, inside the converged container."""
+"""Verify what a user of the deployment depends on, against the real SGLang 0.5.23 serving a tiny model on the CPU.
+
+The tests run in file order: the failure case (a deploy that real SGLang cannot load, rolled back) comes last,
+because it restarts the service.
+"""
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
 KEY = "molecule-test-key-0123456789"
+MASK = "********"
 CONFIG = "/etc/sglang/sglang.yaml"
 UNIT = "/etc/systemd/system/sglang.service"
+VENV = "/opt/sglang/venvs/sglang-0.5.23"
+MODEL = "tiny-gpt2"
+BASE = "http://127.0.0.1:30000"
+ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or Path(__file__).resolve().parents[3])
+HOST = "k26-molecule-default"
 
 
 def unit_properties(host, *names):
@@ -16,13 +28,53 @@ def unit_properties(host, *names):
     return dict(line.split("=", 1) for line in out.splitlines())
 
 
-def test_unit_starts_sglang_with_the_config_file_only(host):
+def curl(host, path, *args, key=KEY):
+    auth = "-H 'Authorization: Bearer %s' " % key if key else ""
+    return host.check_output("curl -s %s%s %s%s" % (auth, " ".join(args), BASE, path))
+
+
+def chat(host, stream=False):
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 8,
+                       "stream": stream})
+    return curl(host, "/v1/chat/completions", "-H 'Content-Type: application/json'", "-d '%s'" % body)
+
+
+READY_LINE = "The server is fired up and ready to roll!"
+
+
+def journal(host, since_invocation=False):
+    if since_invocation:
+        invocation = host.check_output("systemctl show sglang.service --property=InvocationID --value")
+        return host.check_output("journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID=%s" % invocation)
+    return host.check_output("journalctl --no-pager -o cat -u sglang.service")
+
+
+def k26deploy(command, *args):
+    """The package's own CLI against this scenario's inventory; its JSON result."""
+    env = dict(os.environ, ANSIBLE_CONNECTION_PLUGINS=str(ROOT / "tests" / "ansible_plugins" / "connection"))
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    done = subprocess.run([str(Path(sys.executable).parent / "k26deploy"), command, "-i", str(inventory), "--json",
+                           "-q", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=900)
+    try:
+        return done.returncode, json.loads(done.stdout)
+    except json.JSONDecodeError as error:
+        raise AssertionError("k26deploy %s printed no JSON (rc %s): %s" % (command, done.returncode,
+                                                                           done.stderr[-3000:])) from error
+
+
+def test_unit_starts_the_real_sglang_with_the_config_file_only(host):
     unit = host.file(UNIT)
     assert unit.user == "root" and unit.mode == 0o644
     exec_start = [line for line in unit.content_string.splitlines() if line.startswith("ExecStart=")]
-    assert exec_start == ["ExecStart=/usr/bin/python3 /opt/sglang/launcher/sglang_launcher.py "
-                          "/opt/sglang/simulator/sglang_simulator.py --config %s" % CONFIG]
+    assert exec_start == ["ExecStart=%s/bin/python /opt/sglang/launcher/sglang_launcher.py -m sglang.launch_server "
+                          "--config %s" % (VENV, CONFIG)]
     assert KEY not in unit.content_string
+
+
+def test_the_sglang_role_installed_sglang_with_pip_from_the_wheelhouse(host):
+    version = host.check_output("%s/bin/python -c \"import importlib.metadata as m; print(m.version('sglang'))\"" % VENV)
+    assert version == "0.5.23"
+    assert not host.file("/opt/sglang/wheelhouse-0.5.23").exists  # removed once installed
 
 
 def test_hardening_as_systemd_applies_it(host):
@@ -31,15 +83,16 @@ def test_hardening_as_systemd_applies_it(host):
                             "CapabilityBoundingSet", "AmbientCapabilities", "DevicePolicy", "PrivateDevices",
                             "RestrictNamespaces", "LimitNOFILE", "Restart", "ReadWritePaths", "UMask",
                             "SystemCallFilter", "ProtectKernelModules", "ProtectProc", "SystemCallErrorNumber",
-                            "PrivateMounts", "IPAddressDeny", "IPAddressAllow")
+                            "PrivateMounts", "IPAddressDeny", "IPAddressAllow", "KillMode", "PrivateUsers")
     assert props["User"] == "sglang"
     assert props["NoNewPrivileges"] == "yes" and props["ProtectSystem"] == "strict"
-    assert props["ProtectHome"] == "yes" and props["PrivateTmp"] == "yes"
+    assert props["ProtectHome"] == "yes" and props["PrivateTmp"] == "yes" and props["PrivateUsers"] == "yes"
     assert props["CapabilityBoundingSet"] == "" and props["AmbientCapabilities"] == ""
     assert props["DevicePolicy"] == "closed" and props["PrivateDevices"] == "yes"  # no GPU in the container
     assert props["RestrictNamespaces"] == "yes" and props["ProtectKernelModules"] == "yes"
     assert props["ProtectProc"] == "invisible" and props["UMask"] == "0077"
     assert props["LimitNOFILE"] == "16384" and props["Restart"] == "on-failure"
+    assert props["KillMode"] == "mixed"
     assert set(props["ReadWritePaths"].split()) == {"/var/cache/sglang", "/var/lib/sglang",
                                                     "/var/cache/sglang/huggingface"}
     # an allow-list (@system-service) less @privileged and @resources; a refused call fails with EPERM
@@ -52,15 +105,13 @@ def test_hardening_as_systemd_applies_it(host):
     assert set(props["IPAddressAllow"].split()) == {"127.0.0.0/8", "::1/128", "10.88.0.0/16"}
 
 
-def test_config_carries_the_k26_profile_and_the_key_privately(host):
+def test_config_carries_the_cpu_profile_and_the_key_privately(host):
     config = host.file(CONFIG)
     assert (config.user, config.group, config.mode) == ("root", "sglang", 0o640)
     options = yaml.safe_load(config.content_string)
-    assert options["pp-size"] == 8
-    assert options["pp-async-batch-depth"] == 8
-    assert options["tool-call-parser"] == "kimi_k2" and options["reasoning-parser"] == "kimi_k2"
-    assert options["trust-remote-code"] is True
-    assert "disable-cuda-graph" not in options
+    assert options["device"] == "cpu" and options["attention-backend"] == "torch_native"
+    assert options["max-total-tokens"] == 8192
+    assert options["pp-size"] == 1 and "pp-async-batch-depth" not in options
     assert options["api-key"] == KEY
 
 
@@ -84,14 +135,28 @@ def test_service_is_active_and_enabled(host):
     assert service.is_running and service.is_enabled
 
 
-def test_models_endpoint_answers_with_the_model_id(host):
-    out = host.check_output("curl -sf -H 'Authorization: Bearer %s' http://127.0.0.1:30000/v1/models" % KEY)
-    assert [m["id"] for m in json.loads(out)["data"]] == ["kimi-k2.6"]
+def test_models_endpoint_lists_the_served_name(host):
+    assert [m["id"] for m in json.loads(curl(host, "/v1/models"))["data"]] == [MODEL]
+
+
+def test_a_chat_completion_answers(host):
+    answer = json.loads(chat(host))
+    assert answer["model"] == MODEL and answer["object"] == "chat.completion"
+    assert answer["usage"]["completion_tokens"] > 0
+    assert isinstance(answer["choices"][0]["message"]["content"], str)
+
+
+def test_a_streamed_chat_completion_answers(host):
+    events = [line[len("data: "):] for line in chat(host, stream=True).splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert len(chunks) >= 2 and all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
 
 
 def test_key_is_required(host):
-    code = host.check_output("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models")
-    assert code == "401"
+    assert curl(host, "/v1/models", "-o /dev/null -w '%{http_code}'", key=None) == "401"
+    assert json.loads(curl(host, "/v1/models", key=None)) == {"error": "Unauthorized"}
+    assert curl(host, "/v1/models", "-o /dev/null -w '%{http_code}'", key="wrong-key-0123456789") == "401"
 
 
 def test_key_is_not_in_argv_or_systemctl_show(host):
@@ -99,6 +164,31 @@ def test_key_is_not_in_argv_or_systemctl_show(host):
     cmdline = host.file("/proc/%s/cmdline" % pid).content_string
     assert KEY not in cmdline and CONFIG in cmdline
     assert KEY not in host.check_output("systemctl show sglang.service")
+
+
+def test_real_sglang_printed_its_server_args_with_the_key_masked(host):
+    """SGLang 0.5.23 prints every option at start, the key in clear; the launcher masks it. First the line itself
+    (a server that exited before printing it would prove nothing), then the key nowhere."""
+    lines = journal(host, since_invocation=True).splitlines()
+    server_args = [line for line in lines if "server_args=ServerArgs(" in line or "server_args={" in line]
+    assert server_args, "no server_args line from SGLang in the journal:\n" + "\n".join(lines[-20:])
+    assert "'api_key': '%s'" % MASK in server_args[0] or "api_key='%s'" % MASK in server_args[0], server_args[0][:300]
+    assert any(line.endswith(READY_LINE) for line in lines)
+    assert KEY not in journal(host)
+
+
+def test_k26deploy_status_reports_the_real_server(host):
+    rc, result = k26deploy("status")
+    status = result["hosts"][HOST]
+    assert rc == 0 and status["ready"] is True, status
+    assert status["model_id"] == MODEL and status["simulator"] is False
+
+
+def test_k26deploy_logs_show_the_journal_masked(host):
+    rc, result = k26deploy("logs", "-n", "200")
+    excerpt = result["hosts"][HOST]["journal_excerpt"]
+    assert rc == 0 and READY_LINE in excerpt
+    assert MASK in excerpt and KEY not in excerpt
 
 
 def test_idempotent_converge_did_not_restart_the_service(host):
@@ -109,3 +199,21 @@ def test_idempotent_converge_did_not_restart_the_service(host):
     now = " ".join(sorted(host.check_output(
         "systemctl show sglang.service --property=InvocationID --property=MainPID").splitlines()))
     assert now == lines[1]
+
+
+def test_a_model_real_sglang_cannot_load_fails_with_its_own_error_and_rolls_back(host):
+    """Last: it restarts the service twice (the broken model, then the rollback)."""
+    before = host.check_output("systemctl show sglang.service --property=InvocationID --value")
+    rc, result = k26deploy("deploy", "-e", "sglang_service_model_path=/srv/models/tiny-gpt2-broken")
+    outcome = result["hosts"][HOST]
+    assert rc == 1 and outcome["rolled_back"] is True, outcome
+    assert outcome["reason"] in ("crashed", "crash_loop"), outcome
+    # real SGLang's own words about the weight file, in the excerpt the operator gets
+    assert "safetensors" in outcome["journal_excerpt"].lower(), outcome["journal_excerpt"]
+    assert KEY not in json.dumps(result)
+    # the rollback restored the configuration that reached ready, and the real server serves it again
+    assert yaml.safe_load(host.file(CONFIG).content_string)["model-path"] == "/srv/models/tiny-gpt2"
+    assert host.check_output("systemctl show sglang.service --property=InvocationID --value") != before
+    assert [m["id"] for m in json.loads(curl(host, "/v1/models"))["data"]] == [MODEL]
+    # every stop was SGLang's clean one (KillMode=mixed): no child "crash" at a restart
+    assert "crashed with exit code -15" not in journal(host)

@@ -27,12 +27,14 @@ import os
 import subprocess
 import tempfile
 
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.utils.display import Display
 from ansible_collections.community.docker.plugins.connection.nsenter import Connection as NsenterConnection
 
 CLEAN_ENVIRONMENT = ["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                      "HOME=/root", "LANG=C.UTF-8"]
 CACHE = os.path.join(tempfile.gettempdir(), "k26-podman-nsenter")
+display = Display()
 
 
 def _start_time(pid):
@@ -89,3 +91,18 @@ class Connection(NsenterConnection):
         else:
             cmd = CLEAN_ENVIRONMENT + list(cmd)
         return super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
+
+    def put_file(self, in_path, out_path):
+        """Stream the file in (the parent reads it whole into memory and has tee echo it back: a wheelhouse is GBs)."""
+        self._connect()
+        display.vvv("PUT %s TO %s" % (in_path, out_path), host=self._play_context.remote_addr)
+        argv = ["nsenter", "--ipc", "--mount", "--net", "--pid", "--uts", "--preserve-credentials",
+                "--target=%d" % self._nsenter_pid, "--"] + CLEAN_ENVIRONMENT + ["dd", "of=" + out_path, "bs=4M",
+                                                                                "status=none"]
+        try:
+            with open(in_path, "rb") as source:
+                done = subprocess.run(argv, stdin=source, capture_output=True, check=False)
+        except OSError as error:
+            raise AnsibleError("failed to transfer %s to %s: %s" % (in_path, out_path, error)) from error
+        if done.returncode != 0:
+            raise AnsibleError("failed to transfer %s to %s: %s" % (in_path, out_path, done.stderr.decode(errors="replace")))
