@@ -15,15 +15,16 @@ import ipaddress
 import posixpath
 import re
 
+# Whole-value patterns end in \Z, not $: $ also matches before a trailing newline, which would slip into the unit.
 CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 # systemd's valid_user_group_name() in its strict form (the one useradd on Debian agrees with), 31 characters at most.
-ACCOUNT = re.compile(r'^[a-z_][a-z0-9_-]{0,30}$')
-UNIT_NAME = re.compile(r'^[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,200}$')
-ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+ACCOUNT = re.compile(r'^[a-z_][a-z0-9_-]{0,30}\Z')
+UNIT_NAME = re.compile(r'^[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,200}\Z')
+ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*\Z')
 # Names that choose what code a process loads: the dynamic linker's and Python's own.
 CODE_LOADING = re.compile(r'^(LD_|PYTHON)')
 # A command-line word made of these alone is written bare (an ExecStart= stays readable); any other is quoted.
-BARE_WORD = re.compile(r'^[A-Za-z0-9_+=:,./@%-]+$')
+BARE_WORD = re.compile(r'^[A-Za-z0-9_+=:,./@%-]+\Z')
 LIST_UNSAFE = re.compile(r'[\s"\'\\]')
 
 
@@ -86,7 +87,7 @@ def words_problem(name, words):
     return None
 
 
-SYSCALL_SET = re.compile(r'^@?[a-z0-9_-]+$')
+SYSCALL_SET = re.compile(r'^@?[a-z0-9_-]+\Z')
 ADDRESS_KEYWORDS = ('any', 'localhost', 'link-local', 'multicast')
 
 

@@ -69,6 +69,9 @@ HOSTILE_SERVICE = {
     "sglang_service_launch_command": ["/usr/bin/python3", "--x" + INJECTED],
     "sglang_service_environment": {"LD_PRELOAD": "/tmp/pwned.so", "PYTHONPATH": "/tmp", "BAD\nNAME": "1",
                                    "GOOD_NAME": "value" + INJECTED},
+    "sglang_service_syscall_deny": ["@privileged" + INJECTED],
+    "sglang_service_syscall_allow": ["sched_setscheduler\n"],
+    "sglang_service_ip_address_allow": ["10.0.0.0/8" + INJECTED],
 }
 HOSTILE_ROUTER = {
     "sglang_router_version": "1.13.0" + INJECTED,

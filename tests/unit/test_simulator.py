@@ -241,8 +241,8 @@ def test_sigterm_shuts_down_cleanly_with_exit_0(start_sim):
     sim.wait_for(READY_LINE)
     sim.proc.send_signal(signal.SIGTERM)
     assert sim.wait_exit() == 0
-    shutdown = ["Received SIGTERM, shutting down.", "Shutting down", "Application shutdown complete.",
-                "Finished server process"]
+    shutdown = ["SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
+                "Gracefully exiting...", "Shutting down", "Application shutdown complete.", "Finished server process"]
     positions = [sim.stderr.index(line) for line in shutdown]
     assert positions == sorted(positions), sim.stderr[-2000:]
 

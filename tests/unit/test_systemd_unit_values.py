@@ -20,6 +20,8 @@ NEWLINE = "kimi\n[Service]\nExecStartPre=+/bin/sh -c id"
     ("words", ["--ok", "--bad\nExecStartPre=+/bin/sh"]),
     ("syscalls", ["@privileged", "@x y"]), ("syscalls", ["~@privileged"]),
     ("addresses", ["10.0.0.0/8", "10.0.0.0/8 any"]), ("addresses", ["not-an-address"]),
+    # a trailing newline alone ($ in a pattern matches before one)
+    ("account", "sglang\n"), ("unit_name", "sglang\n"), ("syscalls", ["@privileged\n"]),
 ])
 def test_values_no_escaping_can_carry_are_refused(kind, value):
     found = values.problems([["the_variable", kind, value]])
@@ -45,9 +47,9 @@ def test_every_problem_is_reported_at_once():
 
 def test_environment_names_must_be_valid_and_code_loading_ones_allowed():
     environment = {"GOOD_1": "x", "BAD\nNAME": "x", "1X": "x", "LD_PRELOAD": "/tmp/x.so", "PYTHONPATH": "/tmp",
-                   "PYTHONSAFE": "1", "VALUE": "a\nb"}
+                   "PYTHONSAFE": "1", "VALUE": "a\nb", "TRAILING\n": "x"}
     found = values.environment_problems("env", environment, allowed=["PYTHONSAFE"])
-    assert len(found) == 5
+    assert len(found) == 6
     assert any("'BAD\\nNAME'" in problem for problem in found)
     assert any("LD_PRELOAD" in problem and "allow-list" in problem for problem in found)
     assert any(problem.startswith("env[VALUE] holds a control character") for problem in found)

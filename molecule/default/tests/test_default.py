@@ -6,6 +6,7 @@ because it restarts the service.
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -199,6 +200,40 @@ def test_idempotent_converge_did_not_restart_the_service(host):
     now = " ".join(sorted(host.check_output(
         "systemctl show sglang.service --property=InvocationID --property=MainPID").splitlines()))
     assert now == lines[1]
+
+
+PROBE_DIR = "/tmp/k26-probe"
+# Where the simulator may differ from the real server, and why; everything else in the probes' reports must be equal.
+PROBE_DIFFERENCES = {
+    "seconds_to_ready": "timing: the simulator's start-up phases are set by its environment",
+    "seconds_to_stop": "timing: the real server drains and stops three processes",
+    "last_lines": "the last lines carry timestamps and process ids",
+}
+
+
+def probe(host, name, command, port):
+    """scripts/sglang_probe.py in the container against COMMAND with the service's options on another port."""
+    options = dict(yaml.safe_load(host.file(CONFIG).content_string), host="127.0.0.1", port=port)
+    written = shlex.quote(yaml.safe_dump(options))
+    host.check_output("mkdir -p %s && printf '%%s' %s > %s/%s.yaml" % (PROBE_DIR, written, PROBE_DIR, name))
+    out = host.check_output("python3 %s/sglang_probe.py --port %d --api-key %s -- %s --config %s/%s.yaml"
+                            % (PROBE_DIR, port, KEY, command, PROBE_DIR, name))
+    return json.loads(out)
+
+
+def test_the_simulator_behaves_as_the_real_server_in_what_the_package_reads(host):
+    """Item 4 of issue 26: the same options to the real SGLang and to the simulator, probed the same way."""
+    for source in (ROOT / "scripts" / "sglang_probe.py", ROOT / "roles" / "sglang" / "files" / "sglang_simulator.py",
+                   ROOT / "roles" / "sglang" / "files" / "sglang_server_options.json"):
+        host.check_output("mkdir -p %s" % PROBE_DIR)
+        subprocess.run(["podman", "cp", str(source), "%s:%s/" % (HOST, PROBE_DIR)], check=True)
+    real = probe(host, "real", "%s/bin/python -m sglang.launch_server" % VENV, 31001)
+    simulated = probe(host, "simulated", "python3 %s/sglang_simulator.py" % PROBE_DIR, 31002)
+    assert real["ready"] and simulated["ready"], (real, simulated)
+    assert real["lines"]["server_args"] and real["lines"]["fired_up"]  # the probe saw the real server's output
+    differences = {key: (real.get(key), simulated.get(key)) for key in set(real) | set(simulated)
+                   if key not in PROBE_DIFFERENCES and real.get(key) != simulated.get(key)}
+    assert not differences, json.dumps(differences, indent=1)
 
 
 def test_a_model_real_sglang_cannot_load_fails_with_its_own_error_and_rolls_back(host):

@@ -940,7 +940,8 @@ class Api:
             "object": "model",
             "created": self.state.created,
             "owned_by": "sglang",
-            "root": self.args.model_path,
+            "root": self.args.served_model_name,  # as 0.5.23 answers (seen): the served name, not the path
+            "parent": None,
             "max_model_len": self.context_length(),
         }]})
 
@@ -1190,7 +1191,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def send_json(self, status, payload):
-        self.send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json")
+        # compact, as SGLang's FastAPI/orjson responses are (seen: {"error":"Unauthorized"})
+        self.send_bytes(status, json.dumps(payload, separators=(",", ":")).encode("utf-8"), "application/json")
 
     def send_empty(self, status):
         self.send_bytes(status, b"", "text/plain; charset=utf-8")
@@ -1627,7 +1629,11 @@ class Simulator:
         raise self.scheduler_crash(illegal_memory_access_error())
 
     def shutdown(self, signame):
-        self.log.info(f"Received {signame}, shutting down.")
+        if signame == "SIGTERM":  # SGLang 0.5.23's own words (srt/entrypoints/http_server.py), seen on the real server
+            self.log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+            self.log.info("Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].")
+        else:
+            self.log.info(f"Received {signame}, shutting down.")
         if self.rendezvous:
             self.rendezvous.shutdown()
         self.stop_gpu()
