@@ -14,15 +14,25 @@ cd "$(dirname "$0")/.."
 TIMES=${K26_TEST_TIMES:-$PWD/.cache/test-times}
 rm -rf "$TIMES" && mkdir -p "$TIMES"
 
-# part NAME COMMAND...: run COMMAND under a heading and record its wall time and exit status in lanes.tsv.
+# part NAME COMMAND...: run COMMAND under a heading, its output also to $TIMES/last-part.log, and record its wall
+# time and exit status in lanes.tsv.
 part() {
   local name=$1 start rc=0
   shift
   start=$(date +%s)
   printf '\n===== %s =====\n' "$name"
-  "$@" || rc=$?
+  "$@" > >(tee "$TIMES/last-part.log") 2>&1 || rc=$?
+  wait "$!" 2>/dev/null || true # tee's last lines
   printf '%s\t%s\t%s\t%s\n' "$name" "$start" "$(date +%s)" "$rc" >>"$TIMES/lanes.tsv"
   return "$rc"
+}
+
+# why_it_failed: the lines of the failed part that say why (a task's fatal result, Molecule's verdict, pytest's
+# FAILED lines), short enough to stay in the last screen of a CI log: the whole log is above them.
+why_it_failed() {
+  printf '\nwhy (from the failed part; the whole output is above):\n'
+  sed 's/\x1b\[[0-9;]*m//g' "$TIMES/last-part.log" | grep -v 'FAILED - RETRYING' |
+    grep -E -A6 'fatal: |FAILED|ERROR|CRITICAL|Error:|error:|Traceback' | cut -c1-300 | head -n 24
 }
 
 # stamp FILE: copy standard input to standard output, and to FILE with each line prefixed by the epoch second.
@@ -86,6 +96,7 @@ for lane in checks pytest molecule; do
 done
 .venv/bin/python bench/suite_times.py "$TIMES" || true
 if ((${#failed[@]})); then
+  why_it_failed || true
   printf '\nFAILED: %s\n' "${failed[*]}"
   exit 1
 fi
