@@ -6,6 +6,7 @@ overrides); a value of None removes the option.
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_options as options_knowledge
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     ATTENTION_BACKENDS,
@@ -138,9 +139,19 @@ def key_problems(key, variable):
     return [problem] if problem else []
 
 
+def layout_for(gpu_facts, gpus, nnodes=1, tp=sglang_layout.AUTO, pp=sglang_layout.AUTO):
+    """The layout (tp_size, pp_size, source, interconnect, reason) for a node's nvidia_gpu facts: tp/pp as the
+    inventory set them, or chosen from the facts' topology where they are "auto"."""
+    try:
+        return sglang_layout.choose((gpu_facts or {}).get("topology"), gpus, nnodes, tp, pp)
+    except (TypeError, ValueError) as error:
+        raise AnsibleFilterError("sglang_layout: tp-size and pp-size must be whole numbers or 'auto' (%s)" % error)
+
+
 class FilterModule:
     def filters(self):
         return {
+            "sglang_layout": layout_for,
             "sglang_api_key_problems": key_problems,
             "sglang_merge_options": merge_options,
             "sglang_default_attention_backend": attention_backend_for,

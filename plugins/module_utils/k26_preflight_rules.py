@@ -14,7 +14,8 @@ The context is a plain dict built by :func:`build_context`:
 - ``model``: {"path", "exists", "is_dir", "has_config", "size_bytes"} or None (not checked);
 - ``cache``: {"path", "free_bytes", "min_free_bytes"} or None;
 - ``min_driver_version``: e.g. "580.65.06";
-- ``mla``: True when the model uses multi-head latent attention (Kimi K2.x does).
+- ``mla``: True when the model uses multi-head latent attention (Kimi K2.x does);
+- ``layout``: the sglang_service role's layout (sglang_layout.choose: sizes, source, reason) or None.
 
 Sources: NVIDIA's CUDA 13.0 installation guide and release notes, and the sglang 0.5.23 sources
 named next to each table (read from the installed package).
@@ -26,6 +27,7 @@ import difflib
 import re
 from collections import namedtuple
 
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,
@@ -568,9 +570,33 @@ def check_python(ctx):
                  "its reboot." % (python.get("interpreter"), python["version"], python.get("requires")), fix, evidence)
 
 
+def check_layout(ctx):
+    """Which layout serves, and why (the inventory's sizes, or the interconnect's choice)."""
+    layout = ctx.get("layout")
+    if not layout:
+        return None
+    return found("tp-size %s, pp-size %s: %s" % (layout.get("tp_size"), layout.get("pp_size"), layout.get("reason")),
+                 NOTHING_TO_DO, {"layout.%s" % key: layout.get(key) for key in ("source", "interconnect")}, INFO)
+
+
+def check_layout_topology(ctx):
+    """A layout set in the inventory that fights the interconnect (a chosen one never does)."""
+    layout = ctx.get("layout") or {}
+    if layout.get("source") in (sglang_layout.SOURCE_TOPOLOGY, sglang_layout.SOURCE_DEFAULT):
+        return None
+    tp, pp, nnodes = parallel(ctx)
+    if (tp * pp) % nnodes:
+        return None  # K26-NNODES-DIVISOR says what is wrong
+    topology = (ctx.get("gpu") or {}).get("topology")
+    verdict = sglang_layout.mismatch(topology, tp * pp // nnodes, tp, pp, nnodes)
+    return found(*verdict) if verdict else None
+
+
 RULES = (
     Rule("K26-CUDA-GRAPH-OFF", WARNING, "CUDA graphs disabled (explicitly or implicitly)", check_cuda_graph_off),
     Rule("K26-PP-ASYNC-DEPTH", WARNING, "pp-async-batch-depth below pp-size", check_pp_async_depth),
+    Rule("K26-LAYOUT", INFO, "tensor and pipeline parallel sizes, and why", check_layout),
+    Rule("K26-LAYOUT-TOPOLOGY", WARNING, "tp-size or pp-size fights the GPUs' interconnect", check_layout_topology),
     Rule("K26-NNODES-DIVISOR", ERROR, "(tp-size x pp-size) not divisible by nnodes", check_nnodes_divisor),
     Rule("K26-NO-GPU", ERROR, "no usable GPU on a GPU host", check_no_gpu),
     Rule("K26-GPU-COUNT", ERROR, "tp-size x pp-size does not match the GPUs present", check_gpu_count),
@@ -596,10 +622,12 @@ RULE_IDS = tuple(rule.id for rule in RULES)
 
 
 def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=None, cache=None,
-                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True, python=None):
+                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True, python=None, layout=None):
     """``python``: {"interpreter", "version" (None: not found), "minimum", "requires", "requires_source",
-    "variable", "installable", "package", "hint"} or None (not checked)."""
+    "variable", "installable", "package", "hint"} or None (not checked). ``layout``: the sglang_service role's
+    sglang_service_layout (sglang_layout.choose) or None (the sizes count as set by hand)."""
     return {
+        "layout": layout,
         "options": option_keys(options),
         "gpu": gpu,
         "simulator": bool(simulator),

@@ -160,6 +160,89 @@ def parse_nvcc_version(text):
     return match.group(1), match.group(2)
 
 
+# `nvidia-smi topo -m`: how two GPUs are connected, from the best to the worst (nvidia-smi's legend). NV#: # bonded
+# NVLinks; PIX: at most one PCIe bridge; PXB: several bridges; PHB: a PCIe host bridge (the CPU); NODE: host bridges
+# within a NUMA node; SYS: across NUMA nodes (the inter-socket link, SMP).
+PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+_TOPO_GPU = re.compile(r"^GPU(\d+)$")
+_COLUMN = re.compile(r"^(GPU\d+|NIC\d+|mlx\w+|CPU)$")
+_NVLINK_GPU = re.compile(r"^GPU (\d+):")
+_NVLINK_LINK = re.compile(r"^\s*Link (\d+):\s*(.*)$")
+
+
+def parse_topology_matrix(text):
+    """``nvidia-smi topo -m`` -> {"links": [[entry, ...], ...] between GPUs ("X" on the diagonal), "numa": [node or
+    None per GPU]}, or None when there is no GPU matrix. NIC columns are left out."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    header = next((line for line in lines if _is_topology_header(line.split())), None)
+    if header is None:
+        return None
+    columns = header.split()
+    gpu_columns = [i for i, name in enumerate(columns) if _TOPO_GPU.match(name)]
+    link_columns = len([name for name in columns if _COLUMN.match(name) and name != "CPU"])
+    numa_at = _numa_column(columns, link_columns)
+    links, numa = [], []
+    for line in lines:
+        cells = line.split()
+        if line is header or not _TOPO_GPU.match(cells[0]) or len(cells) < 1 + len(gpu_columns):
+            continue
+        links.append([cells[1 + i] for i in gpu_columns])
+        numa.append(_int_or_none(cells[1 + numa_at]) if numa_at is not None and len(cells) > 1 + numa_at else None)
+    if not links or any(len(row) != len(links) for row in links):
+        return None
+    return {"links": links, "numa": numa}
+
+
+def _is_topology_header(tokens):
+    """The column names start with GPU0; a row of the matrix starts with GPUn and a link entry (X on the diagonal)."""
+    return tokens[0] == "GPU0" and (len(tokens) == 1 or _COLUMN.match(tokens[1]) is not None)
+
+
+def _numa_column(columns, link_columns):
+    """Index (among a row's cells after its name) of "NUMA Affinity": the link columns, "CPU Affinity", then it."""
+    joined = " ".join(columns)
+    if "NUMA Affinity" not in joined:
+        return None
+    return link_columns + 1
+
+
+def _int_or_none(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink -s`` -> [{"index", "links", "active"}] per GPU (a link shown <inactive> is not active)."""
+    gpus = []
+    for line in (text or "").splitlines():
+        gpu = _NVLINK_GPU.match(line.strip())
+        if gpu:
+            gpus.append({"index": int(gpu.group(1)), "links": 0, "active": 0})
+            continue
+        link = _NVLINK_LINK.match(line)
+        if link and gpus:
+            gpus[-1]["links"] += 1
+            if "inactive" not in link.group(2).lower():
+                gpus[-1]["active"] += 1
+    return gpus
+
+
+def gather_topology(runner, nvidia_smi):
+    """The GPUs' interconnect as data (see parse_topology_matrix), with each GPU's NVLinks; an "error" instead
+    when nvidia-smi could not say."""
+    rc, out, err = runner([nvidia_smi, "topo", "-m"])
+    matrix = parse_topology_matrix(out) if rc == 0 else None
+    if matrix is None:
+        return {"links": [], "numa": [], "nvlink": [],
+                "error": (err or out or "").strip()[:300] or "nvidia-smi topo -m listed no GPU matrix"}
+    rc, out, err = runner([nvidia_smi, "nvlink", "-s"])
+    matrix["nvlink"] = parse_nvlink_status(out) if rc == 0 else []
+    matrix["error"] = None
+    return matrix
+
+
 def nvidia_pci_functions(pci_devices, class_prefix):
     """Sorted addresses of the NVIDIA PCI functions of a class, from [(address, vendor, class), ...]."""
     return sorted(address for address, vendor, pci_class in pci_devices
@@ -366,6 +449,7 @@ def empty_facts():
         "nvswitch_count": 0,
         "cuda_toolkits": {},
         "fabric_manager": {"installed": False, "active": None, "binary": None},
+        "topology": {"links": [], "numa": [], "nvlink": [], "error": "no GPU"},
         "device_groups": {},
         "service_device_allow": [],
     }
@@ -413,13 +497,14 @@ def gather_facts(runner, host=None, nvidia_smi=None):
 
     smi = nvidia_smi or find_executable(host, "nvidia-smi", NVIDIA_SMI_DIRS)
     if not smi:
-        facts["nvidia_smi_error"] = "nvidia-smi not found"
+        facts["nvidia_smi_error"] = facts["topology"]["error"] = "nvidia-smi not found"
         return facts
     facts["nvidia_smi_path"] = smi
 
     rc, out, err, gpus = query_gpus(runner, smi)
     if not gpus:
         facts["nvidia_smi_error"] = classify_smi_failure(rc, out, err) or "nvidia-smi listed no GPU"
+        facts["topology"]["error"] = facts["nvidia_smi_error"]
         return facts
 
     driver_versions = [gpu.pop("driver_version", None) for gpu in gpus]
@@ -429,6 +514,7 @@ def gather_facts(runner, host=None, nvidia_smi=None):
     facts["compute_capabilities"] = sorted({gpu["compute_capability"] for gpu in gpus if gpu["compute_capability"]},
                                            key=lambda cc: version_tuple(cc) or ())
 
+    facts["topology"] = gather_topology(runner, smi)
     rc, out, err = runner([smi])
     banner = parse_banner(out if rc == 0 else "")
     facts["cuda_driver_version"] = banner["cuda_driver_version"]

@@ -204,6 +204,34 @@ fabric_manager:
       description: Path of C(nv-fabricmanager).
       type: str
       returned: always
+topology:
+  description:
+    - How the GPUs are connected, from C(nvidia-smi topo -m) and C(nvidia-smi nvlink -s); the C(sglang_service) role
+      chooses tensor or pipeline parallel from it.
+  returned: always
+  type: dict
+  contains:
+    links:
+      description:
+        - The GPU-to-GPU matrix, one row per GPU in index order; V(X) on the diagonal, V(NV<n>) for n bonded NVLinks,
+          otherwise the PCIe path (V(PIX), V(PXB), V(PHB), V(NODE), or V(SYS) across NUMA nodes). Empty when unknown.
+      type: list
+      elements: list
+      returned: always
+    numa:
+      description: Each GPU's NUMA node (V(null) where nvidia-smi prints N/A).
+      type: list
+      elements: int
+      returned: always
+    nvlink:
+      description: Per GPU, its C(index), the NVLinks it has (C(links)) and how many are up (C(active)).
+      type: list
+      elements: dict
+      returned: always
+    error:
+      description: Why the topology is unknown (no nvidia-smi, no GPU, no matrix), or V(null).
+      type: str
+      returned: always
 device_groups:
   description: >-
     The NVIDIA and RDMA character-device groups registered in C(/proc/devices), name to major number

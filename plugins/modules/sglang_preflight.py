@@ -72,6 +72,13 @@ options:
     description:
       - GPU facts from M(k26.deploy.nvidia_gpu_facts) (C(ansible_facts.nvidia_gpu)) to use instead of asking nvidia-smi again.
     type: dict
+  layout:
+    description:
+      - The layout the C(sglang_service) role chose (its fact C(sglang_service_layout) - C(tp_size), C(pp_size),
+        C(source), C(interconnect), C(reason)), shown as the finding C(K26-LAYOUT).
+      - Sizes whose C(source) is V(inventory), or any sizes without O(layout), are checked against the GPUs'
+        interconnect (C(K26-LAYOUT-TOPOLOGY)).
+    type: dict
   severity_overrides:
     description:
       - Rule id to V(error), V(warning), V(info) or V(off), for example V(K26-CUDA-GRAPH-OFF=error), or
@@ -378,6 +385,7 @@ def main():
             min_driver_version=dict(type="str", default="580.65.06"),
             mla=dict(type="bool", default=True),
             gpu_facts=dict(type="dict"),
+            layout=dict(type="dict"),
             severity_overrides=dict(type="dict", default={}),
             strict=dict(type="bool", default=False),
             args_check=dict(type="dict"),
@@ -420,7 +428,8 @@ def main():
     python = python_facts(module, params)
     ctx = build_context(params["options"], gpu=gpu, simulator=params["simulator"],
                         expected_gpus=params["expected_gpus"], model=model, cache=cache,
-                        min_driver_version=params["min_driver_version"], mla=params["mla"], python=python)
+                        min_driver_version=params["min_driver_version"], mla=params["mla"], python=python,
+                        layout=params["layout"])
     findings = evaluate(ctx, severity_overrides=overrides)
     findings += args_check_findings(params["args_check"] or {})
     if params["variables"] is not None:

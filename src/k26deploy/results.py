@@ -96,6 +96,7 @@ SUMMARY_FIELDS = (
     "model_ids",
     "timeline",
     "findings",
+    "layout",
     "workers",
     "benchmark",
 )
@@ -254,6 +255,9 @@ class HostResult:
     #: preflight findings (deploy, preflight) or those of the running configuration (status): each a dict with
     #: ``id``, ``severity`` (error, warning, info), ``title``, ``message``, ``fix`` and ``evidence``; errors first
     findings: list[dict[str, Any]] | None = None
+    #: the tensor and pipeline parallel sizes served and why (the sglang_service role's sglang_service_layout):
+    #: ``tp_size``, ``pp_size``, ``source`` (inventory, topology or default), ``interconnect``, ``reason``
+    layout: dict[str, Any] | None = None
     #: on a router host (the sglang_router role): the replicas it routes to as it lists them, each a dict with
     #: ``url``, ``status`` and ``is_healthy``
     workers: list[dict[str, Any]] | None = None

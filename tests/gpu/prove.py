@@ -144,7 +144,8 @@ def deploy_vars(args, **over):
         "sglang_simulator_python": sys.executable,
         "sglang_service_model_path": str(STATE_DIR / "model"),
         "sglang_service_gpu_count": args.gpus,
-        "sglang_service_pp_size": args.pp,
+        # the layout from the interconnect (auto) unless --pp sets it
+        "sglang_service_pp_size": args.pp or "auto",
         "sglang_service_mem_fraction_static": MEM_FRACTION,
         "sglang_service_api_key": args.api_key,
     }
@@ -162,10 +163,14 @@ def describe(result):
             f"restarted={host.restarted}, rolled_back={host.rolled_back}")
 
 
-def sample_gpus(seconds):
+def gpu_facts_sampled(seconds):
+    """What tests/gpu/sample.yml published: the GPUs' load over ``seconds`` (sampling) and their topology."""
     result = k26deploy.run("sample", str(INVENTORY), {"k26_sample_seconds": seconds}, playbook=str(SAMPLE_PLAYBOOK))
-    sampling = (host_of(result).summary or {}).get("sampling") or {}
-    return sampling.get("gpus") or []
+    return host_of(result).summary or {}
+
+
+def sample_gpus(seconds):
+    return (gpu_facts_sampled(seconds).get("sampling") or {}).get("gpus") or []
 
 
 def figures(gpus):
@@ -187,7 +192,6 @@ def prepare(args):
         key_file.chmod(0o600)
     args.api_key = key_file.read_text().strip()
     args.gpus = len(nvidia_smi("index"))
-    args.pp = args.pp or args.gpus
 
 
 def prove_deploy(proof, args):
@@ -200,11 +204,26 @@ def prove_deploy(proof, args):
         print(host.msg, "\n".join(host.journal_excerpt or []) if isinstance(host.journal_excerpt, list)
               else host.journal_excerpt, sep="\n")
         return False
+    args.layout = host.layout or {}
     unit_text = Path("/etc/systemd/system", UNIT).read_text()
     allow = [line for line in unit_text.splitlines() if line.startswith(("DeviceAllow", "DevicePolicy", "PrivateDevices"))]
     proof.check("unit: DevicePolicy=closed with the driver's devices", "DevicePolicy=closed" in allow and
                 any(line.startswith("DeviceAllow=char-nvidia") for line in allow), ", ".join(allow))
     return True
+
+
+def prove_layout(proof, args):
+    """The facts' topology of this host, and the layout the deploy chose from it (with --pp: the one set)."""
+    topology = gpu_facts_sampled(1).get("topology") or {}
+    print(f"[proof] topology facts: links {topology.get('links')}, numa {topology.get('numa')}, "
+          f"nvlink {topology.get('nvlink')}, error {topology.get('error')}", flush=True)
+    layout = args.layout
+    sizes = (layout.get("tp_size"), layout.get("pp_size"))
+    source = "inventory" if args.pp else "topology"
+    proof.check("layout: tp x pp covers the GPUs, chosen from the " + source,
+                layout.get("source") == source and len(topology.get("links") or []) == args.gpus
+                and sizes[0] * sizes[1] == args.gpus,
+                f"tp-size {sizes[0]}, pp-size {sizes[1]} ({layout.get('interconnect')}): {layout.get('reason')}")
 
 
 def prove_gpu_access(proof, args):
@@ -337,11 +356,12 @@ def main():
     args = parser.parse_args()
     os.environ.setdefault("ANSIBLE_NOCOLOR", "1")
     prepare(args)
-    print(f"[proof] {args.gpus} GPU(s), pp-size {args.pp}, interpreter {sys.executable}", flush=True)
+    print(f"[proof] {args.gpus} GPU(s), pp-size {args.pp or 'auto'}, interpreter {sys.executable}", flush=True)
     proof = Proof()
     if prove_deploy(proof, args) and args.bench_only:
         prove_benchmark(proof, args)
     elif proof.ok:
+        prove_layout(proof, args)
         prove_gpu_access(proof, args)
         prove_exposure(proof)
         prove_load_and_idle(proof, args)

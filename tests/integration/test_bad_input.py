@@ -23,7 +23,9 @@ def bare(tmp_path_factory):
 
 CASES = {
     "pp_size does not divide the GPUs": ({"sglang_service_pp_size": 3}, "pp-size 3 does not divide the 8 GPUs"),
-    "tp x pp larger than the GPUs": ({"sglang_service_tp_size": 2}, "needs 16 GPUs per node but the node has 8"),
+    "tp x pp larger than the GPUs": ({"sglang_service_tp_size": 2, "sglang_service_pp_size": 8},
+                                     "needs 16 GPUs per node but the node has 8"),
+    "tp-size neither a number nor auto": ({"sglang_service_tp_size": "eight"}, "must be whole numbers or 'auto'"),
     "unknown attention backend": ({"sglang_service_attention_backend": "fa9"},
                                   "sglang_service_attention_backend must be one of"),
     "port out of range": ({"sglang_service_port": 70000}, "port 70000 is out of range"),

@@ -357,6 +357,8 @@ FAKE_SMI = """#!/bin/sh
 case "$1" in
   --query-gpu=index,name*) printf '%s' "$K26_QUERY";;
   --query-gpu=index,utilization*) echo "0, 97, 655.5, 1500, 700.00";;
+  topo) printf '%s' "$K26_TOPO";;
+  nvlink) printf '%s' "$K26_NVLINK";;
   *) printf '%s' "$K26_BANNER";;
 esac
 """
@@ -369,6 +371,8 @@ def fake_smi(tmp_path, monkeypatch):
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("K26_QUERY", H200_QUERY)
     monkeypatch.setenv("K26_BANNER", H200_BANNER)
+    monkeypatch.setenv("K26_TOPO", "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-15\t0\t\tN/A\n")
+    monkeypatch.setenv("K26_NVLINK", "GPU 0: NVIDIA H200 (UUID: GPU-6c3b4754)\n\t Link 0: <inactive>\n")
     return str(path)
 
 
@@ -381,6 +385,8 @@ def test_module_facts_and_sampling(fake_smi, capsys):
     assert result["gpu_count"] == 1 and result["cuda_driver_version"] == "13.0"
     assert result["ansible_facts"]["nvidia_gpu"]["gpus"][0]["compute_capability"] == "9.0"
     assert "sampling" not in result["ansible_facts"]["nvidia_gpu"]
+    assert result["topology"] == {"links": [["X"]], "numa": [0], "nvlink": [{"index": 0, "links": 1, "active": 0}],
+                                  "error": None}
     assert result["sampling"]["gpus"][0]["utilization_gpu_pct"]["mean"] == 97.0
 
 
@@ -391,7 +397,8 @@ def test_module_without_gpu(tmp_path, capsys, monkeypatch):
     rc, result = run_module(nvidia_gpu_facts, {"sample_seconds": 1}, capsys)
     assert rc == 0 and result["gpu_count"] == 0 and "sampling" not in result
     if not os.path.exists("/usr/bin/nvidia-smi"):
-        assert result["nvidia_smi_error"] == "nvidia-smi not found"
+        assert result["nvidia_smi_error"] == result["topology"]["error"] == "nvidia-smi not found"
+        assert result["topology"]["links"] == []
 
 
 # ---------------------------------------------------------------- the loaded kernel module, nvcc and the PCI bus

@@ -5,6 +5,8 @@ import sys
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as r
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout
+import topologies as t
 from module_runner import run_module as run_shared
 
 GIB = 1 << 30
@@ -82,6 +84,16 @@ CASES = [
     ("K26-CUDA-GRAPH-OFF", "enable-mis implicit", ctx({"enable-mis": True}), "warning", "enable-mis"),
     ("K26-CUDA-GRAPH-OFF", "flag false", ctx({"disable-cuda-graph": False, "enable-mis": "false"}), None, None),
     ("K26-CUDA-GRAPH-OFF", "prefill only stays quiet", ctx({"disable-prefill-cuda-graph": True}), None, None),
+    ("K26-LAYOUT", "no layout handed in", ctx(), None, None),
+    ("K26-LAYOUT", "chosen from the interconnect", ctx(layout=sglang_layout.choose(t.PCIE8, 8)), "info",
+     "tp-size 1, pp-size 8: the 8 GPUs share PCIe only"),
+    ("K26-LAYOUT-TOPOLOGY", "PP8 on PCIe", ctx(gpu=dict(RTX8, topology=t.PCIE8)), None, None),
+    ("K26-LAYOUT-TOPOLOGY", "TP8 on PCIe", ctx({"tp-size": 8, "pp-size": 1}, gpu=dict(RTX8, topology=t.PCIE8)),
+     "warning", "over PCIe (NODE)"),
+    ("K26-LAYOUT-TOPOLOGY", "PP8 on NVSwitch, set by hand", ctx(gpu=dict(H200X8_HGX, topology=t.NVSWITCH8)),
+     "warning", "bubbles"),
+    ("K26-LAYOUT-TOPOLOGY", "PP8 on NVSwitch, chosen without facts",
+     ctx(gpu=dict(H200X8_HGX, topology=t.NVSWITCH8), layout=sglang_layout.choose(t.UNKNOWN, 8)), None, None),
     ("K26-PP-ASYNC-DEPTH", "depth = stages", ctx(), None, None),
     ("K26-PP-ASYNC-DEPTH", "seed: depth 0", ctx({"pp-async-batch-depth": 0}), "warning",
      "at most 1/8 (12%) of the GPUs are busy at once"),
@@ -209,7 +221,8 @@ def test_rule(rule_id, name, context, severity, text):
 
 
 def test_every_rule_has_a_firing_and_a_quiet_case():
-    fired = {c[0] for c in CASES if c[3] in (r.ERROR, r.WARNING)}
+    informational = {rule.id for rule in r.RULES if rule.severity == r.INFO}  # they only ever say what they see
+    fired = {c[0] for c in CASES if c[3] in (r.ERROR, r.WARNING) or (c[3] == r.INFO and c[0] in informational)}
     quiet = {c[0] for c in CASES if c[3] is None}
     assert set(r.RULE_IDS) == fired == quiet
     assert len(set(r.RULE_IDS)) == len(r.RULE_IDS)
