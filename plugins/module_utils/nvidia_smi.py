@@ -165,6 +165,7 @@ def parse_nvcc_version(text):
 # within a NUMA node; SYS: across NUMA nodes (the inter-socket link, SMP).
 PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _TOPO_GPU = re.compile(r"^GPU(\d+)$")
+_SGR = re.compile(r"\x1b\[[0-9;]*m")  # nvidia-smi underlines the column names, also into a pipe or file
 _COLUMN = re.compile(r"^(GPU\d+|NIC\d+|mlx\w+|CPU)$")
 _NVLINK_GPU = re.compile(r"^GPU (\d+):")
 _NVLINK_LINK = re.compile(r"^\s*Link (\d+):\s*(.*)$")
@@ -173,7 +174,7 @@ _NVLINK_LINK = re.compile(r"^\s*Link (\d+):\s*(.*)$")
 def parse_topology_matrix(text):
     """``nvidia-smi topo -m`` -> {"links": [[entry, ...], ...] between GPUs ("X" on the diagonal), "numa": [node or
     None per GPU]}, or None when there is no GPU matrix. NIC columns are left out."""
-    lines = [line for line in (text or "").splitlines() if line.strip()]
+    lines = [line for line in _SGR.sub("", text or "").splitlines() if line.strip()]
     header = next((line for line in lines if _is_topology_header(line.split())), None)
     if header is None:
         return None

@@ -36,17 +36,19 @@ SECRET_OPTION_KEYS = ("api-key", "admin-api-key", "ssl-keyfile-password")
 SECRET_MASK = "********"
 # An API key is made of URL-unreserved characters only: its repr, JSON and URL-encoded forms are then the key itself,
 # so masking the exact string masks every form a process prints it in (a backslash was printed escaped and slipped
-# past the mask). 16 of them at least.
-API_KEY_RE = re.compile(r"^[A-Za-z0-9._~-]{16,}$")
+# past the mask). 16 of them at least, and not a "-" first: SGLang's config merger hands a config file's values to
+# argparse as separate words, and argparse takes "-..." for an option ("--api-key: expected one argument").
+API_KEY_RE = re.compile(r"\A[A-Za-z0-9._~][A-Za-z0-9._~-]{15,}\Z")
 
 
 def api_key_problem(key, variable):
     """Why `key` may not be the API key (None when it may; an empty key is judged elsewhere). Never quotes it."""
     if not key or API_KEY_RE.match(str(key)):
         return None
-    return ("%s must be 16 or more letters, digits and - . _ ~ (%d characters given, the key itself is not shown): "
-            "another character can reach a log in an escaped form the mask does not know, e.g. generate one with "
-            "openssl rand -hex 32" % (variable, len(str(key))))
+    return ("%s must be 16 or more letters, digits and - . _ ~, not beginning with - (%d characters given, the key "
+            "itself is not shown): another character can reach a log in an escaped form the mask does not know, and "
+            "SGLang reads a leading - as an option; e.g. generate one with openssl rand -hex 32"
+            % (variable, len(str(key))))
 
 
 _QUOTED = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'

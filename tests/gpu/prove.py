@@ -188,7 +188,7 @@ def prepare(args):
     write_tokenizer(model)  # the benchmark's prompts; the stand-in answers one word per token
     key_file = STATE_DIR / "api_key"
     if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(24))
+        key_file.write_text(secrets.token_hex(24))  # token_urlsafe may begin with "-", which SGLang cannot take
         key_file.chmod(0o600)
     args.api_key = key_file.read_text().strip()
     args.gpus = len(nvidia_smi("index"))

@@ -14,6 +14,20 @@ def test_topo_m_parses_to_the_matrix_and_numa_nodes(topo):
     assert parsed == {"links": topo["links"], "numa": topo["numa"]}
 
 
+# Recorded on the reference H200 host (one GPU; driver 580, CUDA 13.0) on 2026-12-03 into a file: nvidia-smi
+# underlines the column names even there. `nvidia-smi nvlink -s` printed nothing on that host.
+H200_TOPO_M = ("\t\x1b[4mGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+               "GPU0\t X \t0-15\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n"
+               "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+               "  NV#  = Connection traversing a bonded set of # NVLinks\n")
+
+
+def test_the_h200_hosts_own_topo_m():
+    topology = dict(smi.parse_topology_matrix(H200_TOPO_M), nvlink=smi.parse_nvlink_status(""), error=None)
+    assert topology == {"links": [["X"]], "numa": [0], "nvlink": [], "error": None}
+    assert layout.choose(topology, 1)["reason"] == "one GPU"
+
+
 def test_topo_m_without_a_gpu_matrix_is_none():
     assert smi.parse_topology_matrix("") is None
     assert smi.parse_topology_matrix("NVIDIA-SMI has failed because it couldn't communicate with the driver.") is None

@@ -119,7 +119,8 @@ def test_options_without_secrets_keep_everything_else():
 
 
 @pytest.mark.parametrize("key", ["back\\slash-0123456789", "quote'0123456789abc", "space 0123456789abc", "plus+0123456789abc",
-                                 "slash/0123456789abc", "short-key", "ünïcode-0123456789"])
+                                 "slash/0123456789abc", "short-key", "ünïcode-0123456789",
+                                 "-dash-first-0123456789", "newline-last-0123456789\n"])
 def test_an_api_key_that_prints_in_another_form_is_refused_without_showing_it(key):
     from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import api_key_problem
     problem = api_key_problem(key, "sglang_service_api_key")
