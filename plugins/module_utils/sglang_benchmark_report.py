@@ -34,7 +34,7 @@ FLAT_FACTOR = 1.15
 JIT_PATTERN = re.compile(r"\bJIT\b|jit[ _-]?compil|Compiling .*kernel|torch\._inductor|torch\._dynamo|autotun",
                          re.IGNORECASE)
 #: the rules whose config-only findings explain a slow benchmark
-CONFIG_RULES = ("K26-CUDA-GRAPH-OFF", "K26-PP-ASYNC-DEPTH")
+CONFIG_RULES = ("K26-CUDA-GRAPH-OFF", "K26-PP-ASYNC-DEPTH", "K26-LAYOUT-TOPOLOGY")
 
 
 def config_hash(options):
@@ -104,14 +104,17 @@ def diagnosis(sweep):
     """Diagnosis lines (dicts: id, message, evidence, fix), config causes first, then what only the run shows."""
     levels = sorted(sweep.get("levels") or [], key=lambda level: level["concurrency"])
     found = []
-    config_findings = {item["id"]: item for item in rules.evaluate(rules.build_context(sweep.get("options") or {}))
-                       if item["id"] in CONFIG_RULES}
+    context = rules.build_context(sweep.get("options") or {}, gpu={"topology": sweep.get("topology")})
+    config_findings = {item["id"]: item for item in rules.evaluate(context) if item["id"] in CONFIG_RULES}
     graphs = config_findings.get("K26-CUDA-GRAPH-OFF")
     if graphs:
         found.append(cuda_graphs_off(graphs, levels))
     bubble = config_findings.get("K26-PP-ASYNC-DEPTH")
     if bubble:
         found.append(pipeline_bubble(bubble, levels))
+    layout = config_findings.get("K26-LAYOUT-TOPOLOGY")
+    if layout:
+        found.append(layout_fights_interconnect(layout, levels))
     for check in (low_power, flat_throughput, errors_at_levels):
         line = check(levels)
         if line:
@@ -147,16 +150,28 @@ def pipeline_bubble(finding, levels):
     in_flight = rules.micro_batches_in_flight(pp, depth)
     share = "%d/%d (%d%%)" % (in_flight, pp, 100 * in_flight // pp)
     evidence = dict(finding["evidence"], **{"expected busy share": share})
-    if levels:
-        top = levels[-1]
-        evidence["tok/s at C=%d" % top["concurrency"]] = top.get("output_tokens_per_second")
-        utilization = mean_utilization(top)
-        if utilization is not None:
-            evidence["GPU utilization at C=%d" % top["concurrency"]] = "%.1f%%" % utilization
+    evidence.update(top_level_evidence(levels))
     return line("K26-BENCH-PIPELINE-BUBBLE",
                 "Pipeline bubble: " + finding["message"]
                 + " Expected gain at high concurrency: up to %.0fx the aggregate throughput." % (pp / float(in_flight)),
                 finding["fix"], evidence)
+
+
+def top_level_evidence(levels):
+    """Throughput and GPU utilization at the highest concurrency measured (levels sorted by concurrency)."""
+    if not levels:
+        return {}
+    top = levels[-1]
+    evidence = {"tok/s at C=%d" % top["concurrency"]: top.get("output_tokens_per_second")}
+    utilization = mean_utilization(top)
+    if utilization is not None:
+        evidence["GPU utilization at C=%d" % top["concurrency"]] = "%.1f%%" % utilization
+    return evidence
+
+
+def layout_fights_interconnect(finding, levels):
+    evidence = dict(finding["evidence"], **top_level_evidence(levels))
+    return line("K26-BENCH-LAYOUT", "Layout against the interconnect: " + finding["message"], finding["fix"], evidence)
 
 
 def low_power(levels):

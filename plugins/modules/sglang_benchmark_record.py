@@ -35,6 +35,11 @@ options:
     description: The SGLang options the service ran with, without secrets (diagnosis and configuration hash).
     type: dict
     default: {}
+  topology:
+    description:
+      - How the host's GPUs are connected (the C(topology) of M(k26.deploy.nvidia_gpu_facts)); a tensor or pipeline
+        parallel layout that fights it is diagnosed. Without it the layout is not judged.
+    type: dict
   results_dir:
     description: Directory on the controller for the results (created).
     type: path
@@ -188,6 +193,7 @@ def main():
             host=dict(type="str", required=True),
             sweep=dict(type="dict", required=True),
             options=dict(type="dict", default={}),
+            topology=dict(type="dict"),
             results_dir=dict(type="path", required=True),
             gate=dict(type="float"),
             plot=dict(type="bool", default=True),
@@ -208,6 +214,7 @@ def main():
         "duration": measured.get("duration"),
         "levels": measured.get("levels") or [],
         "journal_lines": measured.get("journal_lines") or [],
+        "topology": params["topology"],
     }
     sweep["baseline"] = report.pick_baseline(params["host"], previous_sweeps(params["results_dir"]))
     sweep["changes"] = report.changes(sweep["levels"], (sweep["baseline"] or {}).get("levels"))

@@ -547,3 +547,17 @@ def test_a_result_names_host_time_and_configuration_and_keeps_only_a_reference_t
     assert report.baseline_reference(baseline) == {"time": "2026-12-01T10:00:00Z", "config_hash": "abc",
                                                    "file": "/r/x.json", "levels": []}
     assert report.baseline_reference(None) is None
+
+
+def test_a_layout_that_fights_the_interconnect_is_diagnosed_with_what_was_measured():
+    import topologies
+    levels = [level(1, 30.0, per_request=30.0), level(8, 120.0, gpus=[gpu(0, util_mean=40.0), gpu(1, util_mean=50.0)])]
+    data = sweep(levels, {"tp-size": 8, "pp-size": 1}, diagnosis=[])
+    data["topology"] = topologies.PCIE8
+    layout = by_id(report.diagnosis(data), "K26-BENCH-LAYOUT")
+    assert "over PCIe (NODE)" in layout["message"] and layout["fix"].startswith("tp-size 1 and pp-size 8")
+    assert layout["evidence"]["tok/s at C=8"] == 120.0 and layout["evidence"]["GPU utilization at C=8"] == "45.0%"
+    data["topology"] = topologies.NVSWITCH8
+    assert "K26-BENCH-LAYOUT" not in ids(report.diagnosis(data))
+    data["topology"] = None
+    assert "K26-BENCH-LAYOUT" not in ids(report.diagnosis(data))
