@@ -7,10 +7,16 @@ from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout as
 import topologies as t
 
 
-@pytest.mark.parametrize("topo", [t.NVSWITCH8, t.PCIE8, t.PCIE8_2NUMA, t.BRIDGED_PAIRS8, t.SINGLE],
-                         ids=["nvswitch8", "pcie8", "pcie8-2numa", "bridged-pairs8", "single"])
-def test_topo_m_parses_to_the_matrix_and_numa_nodes(topo):
-    parsed = smi.parse_topology_matrix(t.topo_m_text(topo))
+ALL = [t.NVSWITCH8, t.PCIE8, t.PCIE8_2NUMA, t.BRIDGED_PAIRS8, t.SINGLE, t.RECORDED_H100_NVSWITCH8,
+       t.RECORDED_RTX4090_2NUMA8, t.RECORDED_RTX4090_PCIE5, t.RECORDED_NV12_PAIR]
+ALL_IDS = ["nvswitch8", "pcie8", "pcie8-2numa", "bridged-pairs8", "single", "recorded-h100-nvswitch8",
+           "recorded-4090-2numa8", "recorded-4090-pcie5", "recorded-nv12-pair"]
+
+
+@pytest.mark.parametrize("topo", ALL, ids=ALL_IDS)
+@pytest.mark.parametrize("render", [t.topo_m_text, t.topo_m_aligned], ids=["tabs", "pasted"])
+def test_topo_m_parses_to_the_matrix_and_numa_nodes(topo, render):
+    parsed = smi.parse_topology_matrix(render(topo))
     assert parsed == {"links": topo["links"], "numa": topo["numa"]}
 
 
@@ -62,6 +68,26 @@ def test_auto_chooses_from_the_interconnect(topo, gpus, nnodes, tp, pp, kind, wo
     assert (chosen["tp_size"], chosen["pp_size"], chosen["interconnect"], chosen["source"]) == (
         tp, pp, kind, layout.SOURCE_TOPOLOGY)
     assert words in chosen["reason"]
+
+
+@pytest.mark.parametrize("topo, gpus, tp, pp, kind", [
+    (t.RECORDED_H100_NVSWITCH8, 8, 8, 1, layout.NVLINK),
+    (t.RECORDED_RTX4090_2NUMA8, 8, 1, 8, layout.PCIE),
+    (t.RECORDED_RTX4090_PCIE5, 4, 1, 4, layout.PCIE),
+    (t.RECORDED_NV12_PAIR, 2, 2, 1, layout.NVLINK),
+], ids=["h100-nvswitch8", "4090-2numa8", "4090-pcie5", "nv12-pair"])
+def test_the_recorded_machines_get_the_layout_of_their_interconnect(topo, gpus, tp, pp, kind):
+    chosen = layout.choose(topo, gpus)
+    assert (chosen["tp_size"], chosen["pp_size"], chosen["interconnect"]) == (tp, pp, kind)
+
+
+def test_the_same_settings_give_tp8_on_nvswitch_and_pp8_on_pcie():
+    nvswitch, pcie = layout.choose(t.RECORDED_H100_NVSWITCH8, 8), layout.choose(t.RECORDED_RTX4090_2NUMA8, 8)
+    assert (nvswitch["tp_size"], nvswitch["pp_size"], pcie["tp_size"], pcie["pp_size"]) == (8, 1, 1, 8)
+    message, fix, evidence = layout.mismatch(t.RECORDED_RTX4090_2NUMA8, 8, 4, 2)
+    assert "across the two NUMA nodes" in message and evidence["link GPU0-GPU1"] == "SYS"
+    message, fix, evidence = layout.mismatch(t.RECORDED_H100_NVSWITCH8, 8, 1, 8)
+    assert "bubbles" in message and fix.startswith("tp-size 8 and pp-size 1")
 
 
 def test_without_topology_the_pcie_layout_stays():

@@ -1,7 +1,9 @@
 """GPU interconnects as the nvidia_gpu facts' topology holds them (nvidia_smi.parse_topology_matrix's shape).
 
-Constructed from nvidia-smi's legend (X, NV#, PIX, PXB, PHB, NODE, SYS) for the machines the layout decision must
-tell apart; tests/unit/test_sglang_layout.py parses recorded `nvidia-smi topo -m` output into the same shape.
+RECORDED_*: the link matrix and NUMA nodes of real machines, transcribed from `nvidia-smi topo -m` output their
+operators posted (the source is named at each). The others are constructed from nvidia-smi's legend (X, NV#, PIX,
+PXB, PHB, NODE, SYS) for machines no public output was found for. topo_m_text() and topo_m_aligned() print a
+topology the two ways such output reaches us (tab-separated from nvidia-smi, space-aligned once pasted).
 """
 
 
@@ -22,6 +24,23 @@ PCIE8_2NUMA = topology(matrix(8, lambda a, b: "NODE" if a // 4 == b // 4 else "S
 # 8 PCIe cards with NVLink bridges joining pairs (0-1, 2-3, ...).
 BRIDGED_PAIRS8 = topology(matrix(8, lambda a, b: "NV4" if a // 2 == b // 2 else "NODE"), [0] * 8)
 SINGLE = topology([["X"]], [0])
+
+# 8x H100 SXM (HGX, NVSwitch), two NUMA nodes: github.com/HazyResearch/ThunderKittens/issues/167 (2026-01-24).
+RECORDED_H100_NVSWITCH8 = topology(matrix(8, lambda a, b: "NV18"), [0, 0, 0, 0, 1, 1, 1, 1])
+# 8x RTX 4090 (PCIe) on a dual-socket host, every pair SYS, GPUs 0-3 on NUMA node 0 and 4-7 on node 1:
+# github.com/NVIDIA/go-gpuallocator/issues/17 (2023-12-05).
+RECORDED_RTX4090_2NUMA8 = topology(matrix(8, lambda a, b: "SYS"), [0, 0, 0, 0, 1, 1, 1, 1])
+# 5x RTX 4090 (PCIe): GPU0 on NUMA node 1, GPUs 1-4 on node 0 in two PHB pairs joined through NODE:
+# github.com/noonghunna/club-3090/issues/46 (2026-05-03).
+RECORDED_RTX4090_PCIE5 = topology([
+    ["X", "SYS", "SYS", "SYS", "SYS"],
+    ["SYS", "X", "PHB", "NODE", "NODE"],
+    ["SYS", "PHB", "X", "NODE", "NODE"],
+    ["SYS", "NODE", "NODE", "X", "PHB"],
+    ["SYS", "NODE", "NODE", "PHB", "X"],
+], [1, 0, 0, 0, 0])
+# 2 GPUs joined by 12 NVLinks (a Slurm allocation of 2): github.com/rapidsai/dask-cuda/issues/1358 (2024-07-19).
+RECORDED_NV12_PAIR = topology([["X", "NV12"], ["NV12", "X"]], [3, 3])
 UNKNOWN = {"links": [], "numa": [], "nvlink": [], "error": "nvidia-smi not found"}
 
 
@@ -32,3 +51,9 @@ def topo_m_text(topo):
     cells = ["\t".join(" X " if entry == "X" else entry for entry in row) for row in topo["links"]]
     rows = "".join("GPU%d\t%s\t0-47\t%s\t\tN/A\n" % (i, cells[i], topo["numa"][i]) for i in range(gpus))
     return head + rows + "\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n"
+
+
+def topo_m_aligned(topo):
+    """The same, as it reads once pasted into an issue: columns padded with spaces, no tabs."""
+    return "\n".join(" ".join("%-8s" % cell for cell in line.split("\t"))
+                     for line in topo_m_text(topo).splitlines()) + "\n"
