@@ -1,7 +1,7 @@
 """Filters for multi-node model instances (plugins/module_utils/sglang_instance.py holds the logic)."""
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_instance
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_instance, sglang_outcome
 from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import instance_findings, with_findings
 
 
@@ -22,10 +22,10 @@ def instance_address(host_vars):
 
 def instance_failure(nodes_vars):
     """The failure that speaks for an instance (see sglang_instance.failure), from its nodes' host variables: each
-    with sglang_service_instance and the readiness wait __sglang_service_wait; None when every node came up."""
+    with sglang_service_instance and the outcome of its deploy, sglang_service_outcome; None when every node came up."""
     return sglang_instance.failure([
         {"host": node["inventory_hostname"], "node_rank": node["sglang_service_instance"]["node_rank"],
-         "wait": node.get("__sglang_service_wait")} for node in nodes_vars])
+         "wait": sglang_outcome.current(node.get("sglang_service_outcome"))} for node in nodes_vars])
 
 
 def preflight_with_instance(result, group, nodes):

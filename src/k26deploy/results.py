@@ -73,7 +73,9 @@ BAD_INPUT_ACTIONS = frozenset(
 ANSIBLE_RC_PARSER_ERROR = 4
 ANSIBLE_RC_OPTIONS_ERROR = 5
 
-#: fields of a ``k26_hosts`` entry (set_stats) copied onto ``HostResult``
+#: fields of a ``k26_hosts`` entry (set_stats) copied onto ``HostResult``: every field of a host's result, whose
+#: schema is the collection's plugins/module_utils/sglang_result.py (tests/unit/test_sglang_result.py holds the two
+#: to each other)
 SUMMARY_FIELDS = (
     "ready",
     "endpoint",
@@ -82,6 +84,7 @@ SUMMARY_FIELDS = (
     "reason",
     "restarted",
     "rolled_back",
+    "rollback_outcome",
     "simulator",
     "msg",
     "journal_excerpt",
@@ -220,6 +223,8 @@ class HostResult:
     msg: str | None = None
     restarted: bool | None = None
     rolled_back: bool | None = None
+    #: what the rollback did, in words ('' when none was needed)
+    rollback_outcome: str | None = None
     simulator: bool | None = None
     unit_state: Any = None
     unit: str | None = None
