@@ -74,7 +74,7 @@ ANSIBLE_RC_PARSER_ERROR = 4
 ANSIBLE_RC_OPTIONS_ERROR = 5
 
 #: fields of a ``k26_hosts`` entry (set_stats) copied onto ``HostResult``: every field of a host's result, whose
-#: schema is the collection's plugins/module_utils/sglang_result.py (tests/unit/test_sglang_result.py holds the two
+#: schema is the collection's plugins/module_utils/sglang_result.py (tests/unit/test_sglang_outcome.py holds the two
 #: to each other)
 SUMMARY_FIELDS = (
     "ready",
