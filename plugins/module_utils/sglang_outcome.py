@@ -117,9 +117,17 @@ def rolled_back(outcome, wait):
     return _next(outcome, rollback={'attempted': True, 'ready': bool(wait.get('ready')), 'msg': msg, 'wait': wait})
 
 
-def restarted(outcome, invocation_before, invocation_after):
-    """The service's InvocationID before and after the gate: a different one means this run restarted it."""
-    return _next(outcome, restarted=invocation_before != invocation_after)
+def _latest_wait(outcome):
+    """The last readiness wait of the deploy: the rollback's when one ran, else the deploy's own."""
+    rollback = outcome.get('rollback') or {}
+    return (rollback.get('wait') if rollback.get('attempted') else None) or outcome.get('wait') or {}
+
+
+def restarted(outcome, invocation_before):
+    """The service's InvocationID before the restart, against the one sglang_ready saw last: a different one means
+    this run restarted it."""
+    after = (_latest_wait(outcome).get('unit_state') or {}).get('InvocationID', '')
+    return _next(outcome, restarted=invocation_before != after)
 
 
 _FROM_WAIT = ('reason', 'phase', 'model_ids', 'restarts', 'timeline', 'unit_state', 'last_log_line',
@@ -130,9 +138,7 @@ _WAIT_DEFAULTS = {'model_ids': [], 'restarts': 0, 'timeline': {}, 'unit_state': 
 
 def _speaking_wait(outcome):
     """The wait the result reports: the failure; else the rollback's wait when a rollback ran; else the wait."""
-    rollback = outcome.get('rollback') or {}
-    return outcome.get('failure') or (rollback.get('wait') if rollback.get('attempted') else None) \
-        or outcome.get('wait') or {}
+    return outcome.get('failure') or _latest_wait(outcome)
 
 
 def _message(outcome, wait):

@@ -28,7 +28,7 @@ def deploy(*steps):
 
 
 def test_a_deploy_that_reached_ready_reports_its_wait_and_time_to_ready():
-    result = outcome.result(deploy(("waited", READY), ("restarted", "a0", "a1")), SERVICE)
+    result = outcome.result(deploy(("waited", READY), ("restarted", "a0")), SERVICE)
     assert result["ready"] is True and result["time_to_ready"] == 12.0 and result["restarted"] is True
     assert result["msg"] == "ready after 12.0s" and result["rolled_back"] is False and result["rollback_outcome"] == ""
     assert result["timeline"] == READY["timeline"] and result["endpoint"] == SERVICE["endpoint"]
@@ -148,3 +148,15 @@ def test_k26deploy_reads_exactly_the_fields_of_the_schema():
 def test_a_result_of_the_role_has_every_field_but_the_other_publishers():
     result = outcome.result(deploy(("waited", READY)), SERVICE)
     assert set(sglang_result.FIELDS) - set(result) == {"findings", "workers"}
+
+
+@pytest.mark.parametrize("steps, before, restarted", [
+    ((("waited", READY),), "a1", False),
+    ((("waited", READY),), "a0", True),
+    ((("waited", READY),), "", True),
+    ((("waited", CRASHED), ("failed", CRASHED), ("rolled_back", dict(READY, unit_state={"InvocationID": "c3"}))),
+     "b2", True),
+    ((("waited", dict(READY, unit_state={})),), "a1", True),
+])
+def test_restarted_compares_the_invocation_before_with_the_one_sglang_ready_saw_last(steps, before, restarted):
+    assert deploy(*steps, ("restarted", before))["restarted"] is restarted

@@ -143,7 +143,7 @@ def renderable_options():
     """Every option key the sglang_service role can write into the config file itself."""
     role = ROOT / "roles" / "sglang_service"
     (compute,) = [task for task in yaml.safe_load((role / "tasks" / "options.yml").read_text())
-                  if task.get("name") == "Compute SGLang's options"]
+                  if "sglang_service_effective_options" in (task.get("ansible.builtin.set_fact") or {})]
     keys = set(compute["vars"]["__sglang_service_base_options"]) | set(compute["vars"]["__sglang_service_derived_options"])
     for profile in (role / "vars" / "profiles").glob("*.yml"):
         keys |= set(yaml.safe_load(profile.read_text())["__sglang_service_profile_options"] or {})
