@@ -9,13 +9,13 @@
 # Skipped when the venv already imports them. About 2 GB. No registry host is named here:
 # pip uses the machine's own configuration.
 #
-# Environment: SGLANG_CPU_VENV (default .cache/sglang-venv), SGLANG_VERSION (default 0.5.23),
+# Environment: SGLANG_CPU_VENV (default .cache/sglang-venv), SGLANG_VERSION (default plugins/module_utils/sglang_version.py's),
 #              SGLANG_TORCH_VERSION (default 2.13.0), PYTHON (default python3; needs >= 3.11).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=${SGLANG_CPU_VENV:-$ROOT/.cache/sglang-venv}
-SGLANG_VERSION=${SGLANG_VERSION:-0.5.23}
+source scripts/sglang_version.sh
 TORCH_VERSION=${SGLANG_TORCH_VERSION:-2.13.0}
 PYTHON=${PYTHON:-python3}
 

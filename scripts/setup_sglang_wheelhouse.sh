@@ -5,11 +5,11 @@
 # CPython 3.11. A complete wheelhouse has a .complete marker; a partial one is downloaded again.
 # No registry host is named here: pip uses the machine's own configuration.
 #
-# Environment: SGLANG_WHEELHOUSE (default .cache/sglang-wheelhouse-$SGLANG_VERSION), SGLANG_VERSION (default 0.5.23),
+# Environment: SGLANG_WHEELHOUSE (default .cache/sglang-wheelhouse-$SGLANG_VERSION), SGLANG_VERSION (default plugins/module_utils/sglang_version.py's),
 #              PYTHON (default python3: the wheels are for its version and platform, which must be the target's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SGLANG_VERSION=${SGLANG_VERSION:-0.5.23}
+source scripts/sglang_version.sh
 DIR=${SGLANG_WHEELHOUSE:-$PWD/.cache/sglang-wheelhouse-$SGLANG_VERSION}
 PYTHON=${PYTHON:-python3}
 

@@ -91,8 +91,6 @@ DEPRECATED_OPTIONS = {
 Rule = namedtuple("Rule", "id severity title check")
 NOTHING_TO_DO = "nothing to do"
 
-# SGLang 0.5.23's Requires-Python (its wheel's METADATA; tests/unit/test_sglang_args_check.py reads the real one).
-SGLANG_REQUIRES_PYTHON = ">=3.11"
 
 
 # ---------------------------------------------------------------- helpers

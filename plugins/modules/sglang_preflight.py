@@ -130,6 +130,11 @@ options:
     description:
       - Interpreter of an installed SGLang virtualenv; its SGLang's Requires-Python is used when present.
     type: path
+  sglang_version:
+    description:
+      - The SGLang version the host is to run (the C(sglang) role's C(sglang_version)); without an installed SGLang,
+        the release this collection is checked against gives the Requires-Python, and the result says which.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -248,13 +253,13 @@ import re
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_version import SGLANG_REQUIRES_PYTHON, SGLANG_VERSION
 from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import (
     ERROR,
     INFO,
     RULE_IDS,
     SEVERITIES,
     SEVERITY_OFF,
-    SGLANG_REQUIRES_PYTHON,
     WARNING,
     args_check_findings,
     build_context,
@@ -355,12 +360,20 @@ def probe(module, interpreter, code):
     return out.strip() if rc == 0 else None
 
 
+def pinned_source(version):
+    """Where the Requires-Python of an SGLang not yet installed comes from."""
+    if version in (None, SGLANG_VERSION):
+        return "sglang %s (pinned)" % SGLANG_VERSION
+    return ("sglang %s, the release this collection is checked against (sglang_version is %s, whose own is known "
+            "once it is installed)" % (SGLANG_VERSION, version))
+
+
 def python_facts(module, params):
     """The interpreter's version against SGLang's Requires-Python (the installed package's, else the pinned one's)."""
     interpreter = params["python_interpreter"]
     if not interpreter:
         return None
-    requires, source = SGLANG_REQUIRES_PYTHON, "sglang 0.5.23 (pinned)"
+    requires, source = SGLANG_REQUIRES_PYTHON, pinned_source(params["sglang_version"])
     if params["sglang_venv_python"]:
         installed = probe(module, params["sglang_venv_python"], REQUIRES_PROBE)
         if installed:
@@ -396,6 +409,7 @@ def main():
             python_package=dict(type="str"),
             python_hint=dict(type="str"),
             sglang_venv_python=dict(type="path"),
+            sglang_version=dict(type="str"),
         ),
         supports_check_mode=True,
     )

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as r
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout, sglang_version
 import topologies as t
 from module_runner import run_module as run_shared
 
@@ -411,7 +411,12 @@ def test_module_reads_the_interpreter_version(tmp_path, capsys):
                              "python_interpreter": sys.executable}, capsys)
     assert rc == 0 and result["findings"] == []
     assert result["python"]["version"] == "%d.%d.%d" % sys.version_info[:3]
-    assert result["python"]["requires"] == r.SGLANG_REQUIRES_PYTHON
+    assert result["python"]["requires"] == sglang_version.SGLANG_REQUIRES_PYTHON
+    assert result["python"]["requires_source"] == "sglang %s (pinned)" % sglang_version.SGLANG_VERSION
+    overridden = run_module({"options": K26, "gpu_facts": RTX8, "check_model": False,
+                             "python_interpreter": sys.executable, "sglang_version": "0.5.99"}, capsys)[1]
+    assert overridden["python"]["requires_source"].startswith(
+        "sglang %s, the release this collection is checked against (sglang_version is 0.5.99" % sglang_version.SGLANG_VERSION)
     old = tmp_path / "python3.10"
     old.write_text("#!/bin/sh\necho 3.10.12\n")
     old.chmod(0o755)

@@ -211,9 +211,9 @@ def test_module_requires_python_or_simulator(capsys):
 @real
 def test_pinned_requires_python_is_the_real_packages():
     """The interpreter rule's Requires-Python is the one in SGLang 0.5.23's own metadata."""
-    from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import SGLANG_REQUIRES_PYTHON
+    from ansible_collections.k26.deploy.plugins.module_utils.sglang_version import SGLANG_REQUIRES_PYTHON, SGLANG_VERSION
 
     rc, out, err = sglang_parser.run([str(SGLANG_PYTHON), "-c", "import importlib.metadata as m; "
                                       "print(m.version('sglang'), m.metadata('sglang')['Requires-Python'])"])
     assert rc == 0, err
-    assert out.split() == ["0.5.23", SGLANG_REQUIRES_PYTHON]
+    assert out.split() == [SGLANG_VERSION, SGLANG_REQUIRES_PYTHON]

@@ -1,0 +1,11 @@
+# -*- coding: utf-8 -*-
+"""The SGLang release this collection is built and checked against: the sglang role's default ``sglang_version``,
+the simulator's version, the option table, the preflight rules and the scripts that install SGLang for the tests
+all follow it (tests/unit/test_one_home.py holds them to it)."""
+
+from __future__ import annotations
+
+SGLANG_VERSION = '0.5.23'
+
+# Its Requires-Python, from its wheel's METADATA (tests/unit/test_sglang_args_check.py reads the real one).
+SGLANG_REQUIRES_PYTHON = '>=3.11'
