@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test of the project, in the order that fails fastest, in three lanes one after the other (what the later
 # lanes download comes in the background meanwhile):
-#   checks:   ansible-lint (production profile) -> ansible-test sanity -> `make demo` and its curls from this machine
+#   checks:   ansible-lint (production profile) -> ansible-test sanity -> changelog, docs lint, execution environment
+#             -> `make demo` and its curls from this machine
 #   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (2)
 #   molecule: the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
 #             test_multinode hold its checks)
@@ -73,6 +74,7 @@ export K26_IMAGE
 checks_lane() {
   part "ansible-lint (production profile)" ansible-lint --profile production &&
     part "ansible-test sanity (the collection k26.deploy)" tests/sanity/sanity.sh &&
+    part "the collection's changelog, docs and execution environment" tests/sanity/collection.sh &&
     part "make demo, and its curls from this machine" scripts/demo_check.sh
 }
 

@@ -72,7 +72,7 @@ __all__ = [
     "EXIT_CANCELLED",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.5.0"
 
 
 def run(command: str, inventory: Any = None, extra_vars: Mapping[str, Any] | None = None, *,

@@ -23,15 +23,6 @@ fi
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/k26-sanity.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
-COLL=$SCRATCH/ansible_collections/k26/deploy
-mkdir -p "$COLL"
-# The files git tracks or would track, as they are in the working tree; not the link back to the checkout.
-cd "$ROOT"
-git ls-files -z --cached --others --exclude-standard | grep -zv '^\.collections/' \
-    | while IFS= read -r -d '' path; do [[ -e $path || -L $path ]] && printf '%s\0' "$path"; done \
-    | tar --null -T - -cf - | tar -xf - -C "$COLL"
-cd "$COLL"
-git init -q
-git -c user.name=sanity -c user.email=sanity@localhost.invalid add -A
-git -c user.name=sanity -c user.email=sanity@localhost.invalid commit -q -m sanity
+source "$ROOT/tests/sanity/scratch_collection.sh"
+cd "$(scratch_collection "$SCRATCH")"
 "$VENV_BIN/ansible-test" sanity --python "$PYTHON_VERSION" --color no --skip-test shellcheck "$@"
