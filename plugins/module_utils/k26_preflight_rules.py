@@ -24,6 +24,7 @@ named next to each table (read from the installed package).
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections import namedtuple
 
@@ -215,18 +216,116 @@ def check_cuda_graph_off(ctx):
         fixes.append("use attention-backend triton, which keeps graphs")
     for key, value, why in (("enable-mis", True, "enable-mis is set"),
                             ("deepep-mode", "normal", "deepep-mode normal"),
-                            ("load-format", "expert_pack", "load-format expert_pack")):
+                            ("load-format", "expert_pack", "load-format expert_pack"),
+                            ("debug-tensor-dump-output-folder", "", "debug-tensor-dump-output-folder is set"),
+                            ("msprobe-dump-config", "", "msprobe-dump-config is set")):
         read.append(key)
         current = opt(ctx, key)
-        if (as_bool(current) if value is True else str(current or "").lower() == value):
+        if (as_bool(current) if value is True else (str(current or "").lower() == value if value else current)):
             reasons.append("%s (SGLang turns graphs off for it)" % why)
             fixes.append("drop %s unless it is needed" % key)
+    read += ["dwdp-size", "enable-kv-cache-sharding", "speculative-algorithm", "cuda-graph-config"]
+    if as_int(opt(ctx, "dwdp-size"), 1) > 1:
+        reasons.append("dwdp-size %s (SGLang sets disable_cuda_graph for DWDP)" % opt(ctx, "dwdp-size"))
+        fixes.append("drop dwdp-size unless it is needed")
+    if as_bool(opt(ctx, "enable-kv-cache-sharding")) and opt(ctx, "speculative-algorithm"):
+        reasons.append("enable-kv-cache-sharding with speculative decoding (SGLang turns graphs off, silently)")
+        fixes.append("drop enable-kv-cache-sharding or speculative decoding")
+    if str(cuda_graph_config(ctx).get("decode", {}).get("backend", "")).lower() == "disabled":
+        reasons.append("cuda-graph-config says decode backend 'disabled' (it overrides every other graph option)")
+        fixes.append("remove the decode backend from cuda-graph-config")
     if not reasons:
         return None
     return found("CUDA graphs will be off for decode: %s. Every decode step then pays Python and kernel-launch "
                  "overhead; in the seed deployment, graphs back on together with pp-async-batch-depth 8 raised "
                  "single-request throughput by 44%% (24.7 -> 35.6 tok/s)." % "; ".join(reasons),
                  "; ".join(fixes), option_evidence(ctx, *read))
+
+
+def cuda_graph_config(ctx):
+    """cuda-graph-config as a mapping (SGLang takes JSON text or, from a --config file, a mapping); {} when unset
+    or unreadable (SGLang's parser refuses the latter, see K26-SGLANG-ARGS)."""
+    value = opt(ctx, "cuda-graph-config")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def default_decode_graph_max_bs(gpu_mem_mib, tp):
+    """SGLang 0.5.23's largest decode batch with a CUDA graph when none is set (srt/arg_groups/memory_hook.py),
+    from the smallest GPU's memory (nvidia-smi memory.total, MiB; None when unknown) and tp-size."""
+    if not gpu_mem_mib:
+        return 160
+    for below_gib, small_tp, large_tp in ((20, 8, 8), (35, 48, 160), (60, 32, 160), (160, 256, 512)):
+        if gpu_mem_mib < below_gib * 1024:
+            return small_tp if tp < 4 else large_tp
+    return 512
+
+
+def decode_graph_max_bs(ctx, running):
+    """(largest decode batch SGLang captures a graph for, where that number comes from)."""
+    listed = opt(ctx, "cuda-graph-bs-decode") or cuda_graph_config(ctx).get("decode", {}).get("bs")
+    if listed:
+        sizes = [as_int(size, 0) for size in (listed if isinstance(listed, list) else str(listed).split())]
+        return max(sizes), "the largest of cuda-graph-bs-decode"
+    explicit = opt(ctx, "cuda-graph-max-bs-decode") or cuda_graph_config(ctx).get("decode", {}).get("max_bs")
+    if explicit:
+        return as_int(explicit, 0), "cuda-graph-max-bs-decode"
+    gpus = (ctx.get("gpu") or {}).get("gpus") or []
+    mems = [g["memory_total_mib"] for g in gpus if g.get("memory_total_mib")]
+    tp, _pp, _nnodes = parallel(ctx)
+    default = default_decode_graph_max_bs(min(mems) if mems else None, tp)
+    # SGLang lowers its own default to max-running-requests, never an explicit size
+    return min(default, running), "SGLang's default for %s MiB GPUs at tp-size %d" % (min(mems) if mems else "unknown", tp)
+
+
+def largest_decode_batch(ctx):
+    """(the largest batch one decode step can run, what bounds it), or (None, why) when the options leave it to
+    SGLang's own estimate of the KV cache (max-running-requests unset)."""
+    running = as_int(opt(ctx, "max-running-requests"), None)
+    _tp, pp, _nnodes = parallel(ctx)
+    micro = as_int(opt(ctx, "pp-max-micro-batch-size"), None)
+    if pp > 1 and micro:
+        return micro, "pp-max-micro-batch-size"
+    if running is None:
+        return None, "max-running-requests is not set"
+    if pp > 1:  # srt/managers/scheduler.py: a micro-batch holds max_running_requests // pp_size
+        return max(running // pp, 1), "max-running-requests %d over %d pipeline stages" % (running, pp)
+    return running, "max-running-requests"
+
+
+def check_cuda_graph_partial(ctx):
+    if without_gpu(ctx) == "device cpu" or check_cuda_graph_off(ctx):
+        return None
+    batch, bound = largest_decode_batch(ctx)
+    reasons = []
+    fixes = []
+    if batch:
+        graphs, source = decode_graph_max_bs(ctx, as_int(opt(ctx, "max-running-requests"), batch))
+        if batch > graphs:
+            reasons.append("decode batches of %d to %d requests (%s) run without a graph: the largest captured is %d "
+                           "(%s), and SGLang 0.5.23 replays a graph only up to it, silently (the decode log line "
+                           "says 'cuda graph: False')" % (graphs + 1, batch, bound, graphs, source))
+            fixes.append("set cuda-graph-max-bs-decode to %d (the graphs take more GPU memory) or lower the batch "
+                         "(%s) to %d" % (batch, bound.split(" ")[0], graphs))
+    if as_bool(opt(ctx, "disable-cuda-graph-padding")) and opt(ctx, "cuda-graph-bs-decode"):
+        reasons.append("disable-cuda-graph-padding with a cuda-graph-bs-decode list: a batch whose size is not in "
+                       "the list runs without a graph")
+        fixes.append("drop disable-cuda-graph-padding")
+    if as_bool(opt(ctx, "enable-mixed-chunk")):
+        reasons.append("enable-mixed-chunk: decode requests that ride in a mixed prefill batch run without the "
+                       "decode graph")
+        fixes.append("drop enable-mixed-chunk unless prefill latency matters more")
+    if not reasons:
+        return None
+    return found("CUDA graphs will be off for part of the decode batches: %s." % "; ".join(reasons), "; ".join(fixes),
+                 dict(option_evidence(ctx, "max-running-requests", "pp-max-micro-batch-size", "pp-size", "tp-size",
+                                      "cuda-graph-max-bs-decode", "cuda-graph-bs-decode", "disable-cuda-graph-padding",
+                                      "enable-mixed-chunk"),
+                      **({"largest_decode_batch": batch} if batch else {})))
 
 
 def micro_batches_in_flight(pp, depth):
@@ -592,6 +691,7 @@ def check_layout_topology(ctx):
 
 RULES = (
     Rule("K26-CUDA-GRAPH-OFF", WARNING, "CUDA graphs disabled (explicitly or implicitly)", check_cuda_graph_off),
+    Rule("K26-CUDA-GRAPH-PARTIAL", WARNING, "CUDA graphs off for part of the decode batches", check_cuda_graph_partial),
     Rule("K26-PP-ASYNC-DEPTH", WARNING, "pp-async-batch-depth below pp-size", check_pp_async_depth),
     Rule("K26-LAYOUT", INFO, "tensor and pipeline parallel sizes, and why", check_layout),
     Rule("K26-LAYOUT-TOPOLOGY", WARNING, "tp-size or pp-size fights the GPUs' interconnect", check_layout_topology),
