@@ -75,6 +75,15 @@ def attention_backend_for(compute_capability, mla=True):
     return default_attention_backend(compute_capability, mla)
 
 
+def loader_config(setting, profile_choice, cpus, gpus):
+    """model-loader-extra-config for the threads module_utils/sglang_options.load_threads chooses (None: SGLang's)."""
+    try:
+        return options_knowledge.loader_extra_config(
+            options_knowledge.load_threads(setting, profile_choice, cpus, gpus))
+    except options_knowledge.LoadThreadsError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 def redact_log_lines(lines, secrets=()):
     """Log lines with the values of every secret option (SGLang's server_args line, flags) and the given secrets
     masked."""
@@ -157,6 +166,7 @@ class FilterModule:
             "sglang_default_attention_backend": attention_backend_for,
             "sglang_option_problems": option_problems,
             "sglang_client_host": client_host,
+            "sglang_loader_extra_config": loader_config,
             "sglang_redact_log_lines": redact_log_lines,
             "sglang_without_secrets": options_knowledge.without_secrets,
         }

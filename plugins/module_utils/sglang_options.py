@@ -10,6 +10,7 @@ tests/unit/test_simulator_conformance.py and tests/unit/test_sglang_options.py.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from urllib.parse import urlsplit
 
@@ -153,6 +154,37 @@ def default_attention_backend(compute_capability, mla=True):
     if major is None or not mla:
         return ""
     return MLA_DEFAULT_BACKEND.get(major, "triton" if major >= 8 else "")
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+#: SGLang 0.5.23's threads per rank for multithreaded weight loading (srt/model_loader/loader.py DEFAULT_NUM_THREADS)
+SGLANG_LOAD_THREADS = 8
+
+
+class LoadThreadsError(ValueError):
+    pass
+
+
+def load_threads(setting, profile_choice, cpus, gpus):
+    """Threads each rank loads its weights with: ``setting`` (sglang_service_load_threads: "auto", 0 for SGLang's
+    own choice, or a number), else the profile's choice ("cores": the host's ``cpus`` shared by its ``gpus`` ranks,
+    never fewer than SGLang's default; 0: SGLang's own). 0 means: leave model-loader-extra-config to SGLang."""
+    if str(setting).strip().lower() != "auto":
+        if isinstance(setting, bool) or not str(setting).strip().isdigit():
+            raise LoadThreadsError("sglang_service_load_threads must be auto or a whole number >= 0, not %r"
+                                   % (setting,))
+        return int(str(setting).strip())
+    if profile_choice == "cores":
+        return max(SGLANG_LOAD_THREADS, int(cpus or 0) // max(int(gpus or 1), 1))
+    return int(profile_choice or 0)
+
+
+def loader_extra_config(threads):
+    """The value of model-loader-extra-config for ``threads`` (None: leave it to SGLang). Multithreaded loading is
+    said explicitly: SGLang 0.5.23 turns it off when checkpoint prefetching is on unless the config names it."""
+    if not threads:
+        return None
+    return json.dumps({"enable_multithread_load": True, "num_threads": int(threads)}, sort_keys=True)
 
 
 # ---------------------------------------------------------------------------------------------------- addresses

@@ -1,10 +1,13 @@
 """The sglang_service role's option merge, backend choice and input validation (plugins/filter/sglang_options.py)."""
 
+import json
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.k26.deploy.plugins.filter.sglang_options import (
     attention_backend_for, merge_options, option_problems, redact_log_lines)
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_options as options
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import client_host, is_loopback_host
 
 GOOD = {"model-path": "/srv/models/Kimi-K2.6", "host": "127.0.0.1", "port": 30000, "tp-size": 1, "pp-size": 8}
@@ -131,3 +134,27 @@ def test_an_api_key_that_prints_in_another_form_is_refused_without_showing_it(ke
 def test_keys_whose_every_printed_form_is_the_key_pass(key):
     from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import api_key_problem
     assert api_key_problem(key, "sglang_service_api_key") is None
+
+
+@pytest.mark.parametrize("setting, profile, cpus, gpus, threads", [
+    ("auto", "cores", 128, 8, 16),    # the host's cores shared by its ranks
+    ("auto", "cores", 32, 8, 8),      # never fewer than SGLang's own 8
+    ("auto", "cores", "2", 8, 8),     # nproc's output is text
+    ("auto", 0, 128, 8, 0),           # the cpu and none profiles leave it to SGLang
+    ("AUTO", "cores", 64, 1, 64),
+    (24, "cores", 128, 8, 24),        # set by hand
+    ("0", "cores", 128, 8, 0),
+])
+def test_load_threads(setting, profile, cpus, gpus, threads):
+    assert options.load_threads(setting, profile, cpus, gpus) == threads
+
+
+@pytest.mark.parametrize("setting", ["many", -1, "1.5", True])
+def test_load_threads_refuses_what_is_not_a_count(setting):
+    with pytest.raises(options.LoadThreadsError, match="sglang_service_load_threads must be auto or a whole number"):
+        options.load_threads(setting, "cores", 8, 8)
+
+
+def test_the_loader_config_names_multithreaded_loading():
+    assert json.loads(options.loader_extra_config(16)) == {"enable_multithread_load": True, "num_threads": 16}
+    assert options.loader_extra_config(0) is None
