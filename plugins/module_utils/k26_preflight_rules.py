@@ -93,7 +93,6 @@ Rule = namedtuple("Rule", "id severity title check")
 NOTHING_TO_DO = "nothing to do"
 
 
-
 # ---------------------------------------------------------------- helpers
 
 def as_bool(value):

@@ -32,7 +32,7 @@ def test_the_package_has_the_collections_version():
 
 def test_the_version_is_the_next_release_of_the_changelog():
     released = [_version(v) for v in _yaml('changelogs/changelog.yaml')['releases']]
-    unreleased = [p for p in (ROOT / 'changelogs' / 'fragments').glob('*.yml')]
+    unreleased = list((ROOT / 'changelogs' / 'fragments').glob('*.yml'))
     galaxy = _version(_yaml('galaxy.yml')['version'])
     assert galaxy > max(released) if unreleased else galaxy == max(released)
 
