@@ -146,6 +146,12 @@ def without_gpu(ctx):
     return ""
 
 
+def gpu_memories_mib(ctx):
+    """Each GPU's total memory in MiB (nvidia-smi memory.total), where the facts have it."""
+    gpus = (ctx.get("gpu") or {}).get("gpus") or []
+    return [g["memory_total_mib"] for g in gpus if g.get("memory_total_mib")]
+
+
 def no_gpu_info(ctx, what):
     """The finding for a GPU rule that cannot be evaluated, or None when GPUs are present."""
     if gpus_present(ctx) > 0:
@@ -266,19 +272,20 @@ def default_decode_graph_max_bs(gpu_mem_mib, tp):
 
 def decode_graph_max_bs(ctx, running):
     """(largest decode batch SGLang captures a graph for, where that number comes from)."""
-    listed = opt(ctx, "cuda-graph-bs-decode") or cuda_graph_config(ctx).get("decode", {}).get("bs")
+    decode = cuda_graph_config(ctx).get("decode", {})
+    listed = opt(ctx, "cuda-graph-bs-decode") or decode.get("bs")
     if listed:
         sizes = [as_int(size, 0) for size in (listed if isinstance(listed, list) else str(listed).split())]
         return max(sizes), "the largest of cuda-graph-bs-decode"
-    explicit = opt(ctx, "cuda-graph-max-bs-decode") or cuda_graph_config(ctx).get("decode", {}).get("max_bs")
+    explicit = opt(ctx, "cuda-graph-max-bs-decode") or decode.get("max_bs")
     if explicit:
         return as_int(explicit, 0), "cuda-graph-max-bs-decode"
-    gpus = (ctx.get("gpu") or {}).get("gpus") or []
-    mems = [g["memory_total_mib"] for g in gpus if g.get("memory_total_mib")]
+    mems = gpu_memories_mib(ctx)
+    smallest = min(mems) if mems else None
     tp, _pp, _nnodes = parallel(ctx)
-    default = default_decode_graph_max_bs(min(mems) if mems else None, tp)
     # SGLang lowers its own default to max-running-requests, never an explicit size
-    return min(default, running), "SGLang's default for %s MiB GPUs at tp-size %d" % (min(mems) if mems else "unknown", tp)
+    return (min(default_decode_graph_max_bs(smallest, tp), running),
+            "SGLang's default for %s MiB GPUs at tp-size %d" % (smallest or "unknown", tp))
 
 
 def largest_decode_batch(ctx):
@@ -490,8 +497,7 @@ def check_model_too_large(ctx):
     if skipped:
         return skipped
     tp, pp, nnodes = parallel(ctx)
-    gpus = (ctx.get("gpu") or {}).get("gpus") or []
-    mems = [g["memory_total_mib"] for g in gpus if g.get("memory_total_mib")]
+    mems = gpu_memories_mib(ctx)
     if not mems:
         return None
     used = min(tp * pp, len(mems) * max(nnodes, 1))

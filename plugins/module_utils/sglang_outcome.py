@@ -82,10 +82,9 @@ def benchmarked(outcome, benchmark, error='', gate_fails=True):
     """The benchmark sweep's result (None when it could not run, with ``error`` saying why). With ``gate_fails``, a
     sweep slower than the gate allows is the host's failure."""
     record = _next(outcome, benchmark=benchmark or None, benchmark_error=error or '')
-    gate = (benchmark or {}).get('gate') or {}
-    if gate_fails and gate.get('passed') is False:
-        record = failed(record, {'reason': 'benchmark_gate', 'journal_excerpt': [],
-                                 'msg': 'the benchmark gate failed: %s' % gate.get('msg', '')})
+    message = gate_failure(record)
+    if gate_fails and message:
+        record = failed(record, {'reason': 'benchmark_gate', 'journal_excerpt': [], 'msg': message})
     return record
 
 

@@ -33,10 +33,8 @@ dump = json.loads(subprocess.run(["ansible-doc", "--metadata-dump", "k26.deploy"
                                  capture_output=True, text=True).stdout)["all"]
 modules = {"k26.deploy." + p.stem for p in pathlib.Path("plugins/modules").glob("*.py")}
 documented = {name for name, doc in dump["module"].items() if doc.get("doc")}
-roles = {}
-for path in pathlib.Path("roles").glob("*/meta/argument_specs.yml"):
-    roles["k26.deploy." + path.parts[1]] = path
-missing = sorted(modules - documented) + sorted(set(roles) - set(dump["role"]))
+roles = {"k26.deploy." + path.parts[1] for path in pathlib.Path("roles").glob("*/meta/argument_specs.yml")}
+missing = sorted(modules - documented) + sorted(roles - set(dump["role"]))
 for role, doc in dump["role"].items():
     for entry, spec in doc.get("entry_points", {}).items():
         if not spec.get("short_description"):
