@@ -9,7 +9,8 @@ The record:
   other task (ready false, reason, msg, journal_excerpt ...); a later wait never overwrites it;
 * ``rollback``: what the rollback did: ``attempted``, ``ready``, ``msg``, and its own ``wait``;
 * ``benchmark``: the benchmark sweep's result; ``benchmark_error``: why the sweep could not run;
-* ``restarted``: this run restarted the service (None when not known).
+* ``restarted``: this run restarted the service (None when not known);
+* ``startup``: the start this run caused, as kept on the controller (phases, last good start, findings).
 
 Every transition returns a new record; the one it is given may be None (a run that has not started one).
 """
@@ -27,7 +28,7 @@ class OutcomeError(ValueError):
 
 def start():
     return {'wait': None, 'failure': None, 'rollback': None, 'benchmark': None, 'benchmark_error': '',
-            'restarted': None}
+            'restarted': None, 'startup': None}
 
 
 def _next(outcome, **changes):
@@ -129,6 +130,12 @@ def restarted(outcome, invocation_before):
     return _next(outcome, restarted=invocation_before != after)
 
 
+def started_up(outcome, startup):
+    """The start this run caused, as sglang_startup_record kept it (its phases, the last good start, the findings
+    of a slower one); with no start, the host's newest recorded one."""
+    return _next(outcome, startup=startup or None)
+
+
 _FROM_WAIT = ('reason', 'phase', 'model_ids', 'restarts', 'timeline', 'unit_state', 'last_log_line',
               'journal_excerpt', 'node')
 _WAIT_DEFAULTS = {'model_ids': [], 'restarts': 0, 'timeline': {}, 'unit_state': {}, 'last_log_line': '',
@@ -171,6 +178,7 @@ def result(outcome, service, extra=None):
         rolled_back=bool(rollback.get('ready')),
         rollback_outcome=rollback.get('msg') or '',
         benchmark=outcome.get('benchmark'),
+        startup=outcome.get('startup') or wait.get('startup') or None,
     )
     fields.update(extra or {})
     return sglang_result.check(fields)
@@ -186,6 +194,7 @@ TRANSITIONS = {
     'rollback_skipped': rollback_skipped,
     'rolled_back': rolled_back,
     'restarted': restarted,
+    'started_up': started_up,
 }
 
 

@@ -141,6 +141,15 @@ class SglangProbe(object):
         rc, out, err = self.module.run_command(cmd, environ_update=self.env)
         return parse_journal_json(out)
 
+    def start_journal(self, invocation_id, entries):
+        """``journalctl -o json`` of one invocation's last ``entries`` entries (their MESSAGE and timestamps)."""
+        if not (self.journalctl and invocation_id):
+            return ''
+        cmd = [self.journalctl, '--no-pager', '-q', '-o', 'json', '--output-fields=MESSAGE', '-n', str(entries),
+               '_SYSTEMD_INVOCATION_ID=%s' % invocation_id]
+        rc, out, err = self.module.run_command(cmd, environ_update=self.env)
+        return out
+
     def sync_journal(self):
         """Ask journald to store what the service wrote before it died (needs root; best effort)."""
         if self.journalctl:

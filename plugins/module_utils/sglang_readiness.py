@@ -43,7 +43,7 @@ TIMELINE_PHASES = ('loading', 'http_up', 'warm', 'ready')
 UNIT_PROPERTIES = (
     'Id', 'LoadState', 'LoadError', 'ActiveState', 'SubState', 'Result', 'Restart',
     'NRestarts', 'MainPID', 'ExecMainPID', 'ExecMainCode', 'ExecMainStatus',
-    'InvocationID', 'ExecMainStartTimestamp', 'ExecMainExitTimestamp',
+    'InvocationID', 'ExecMainStartTimestamp', 'ExecMainStartTimestampMonotonic', 'ExecMainExitTimestamp',
     'ActiveEnterTimestamp', 'ActiveExitTimestamp', 'InactiveEnterTimestamp',
     'InactiveExitTimestamp', 'StateChangeTimestamp', 'FragmentPath', 'UnitFileState', 'Job',
 )

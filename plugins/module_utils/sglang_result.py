@@ -37,6 +37,8 @@ FIELDS = {
     'instance': (str, "the multi-node instance's inventory group ('' for a single-node server)"),
     'node': (str, 'a failed instance: the node whose failure speaks for it'),
     'layout': (dict, 'the tensor and pipeline parallel sizes served and why (sglang_service_layout)'),
+    'startup': (dict, 'the start this run caused: seconds to each phase (weights_loaded ... ready), the last good '
+                      'start and the findings of a slower one'),
     'benchmark': (dict, "the benchmark sweep: levels, diagnosis, changes against the baseline, gate, files"),
     'findings': (list, 'preflight findings (deploy, preflight) or those of the running configuration (status)'),
     'workers': (list, 'a router: the replicas it routes to as it lists them (url, status, is_healthy)'),

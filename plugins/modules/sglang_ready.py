@@ -115,6 +115,13 @@ options:
         do not apply, for the readiness of the instance is that of rank 0.
     type: bool
     default: false
+  previous_invocation:
+    description:
+      - The InvocationID the unit had before this run started or restarted it (empty when it was not running).
+        A current invocation other than this one is a start this run caused, and its start-up timeline
+        (RV(startup)) is read from its journal. Without it the timeline is read only when the wait saw the start
+        itself (the server was not ready at the first look).
+    type: str
   invocations:
     description:
       - InvocationIDs of earlier runs of the unit whose journal lines belong in RV(journal_excerpt), for example
@@ -272,6 +279,19 @@ timeline:
   returned: always
   type: dict
   sample: {"loading": 0.2, "http_up": 88.1, "warm": 94.9, "ready": 94.9}
+startup:
+  description:
+    - The start-up of the current invocation, read from its journal (SGLang 0.5.23's own lines), when this run
+      caused it (see O(previous_invocation)); empty otherwise.
+    - C(phases) holds the seconds from the start of the unit's main process to the end of each phase reached,
+      V(weights_loaded) (C(Load weight end)), V(kv_cache_allocated) (C(Memory pool end)), V(graphs_captured) (the
+      last C(Capture ... graph end)), V(warmed_up) (C(The server is fired up and ready to roll!)) and V(ready) (the
+      first poll that found it ready); a phase not reached, or without its line (no CUDA graphs), is left out.
+      With several ranks a phase ends at the last rank's line.
+  returned: when the wait ended
+  type: dict
+  sample: {"invocation": "0c1f6f6a2b8e4f0e9c4e8a3c2f1d0b9a", "phases": {"weights_loaded": 61.2,
+           "kv_cache_allocated": 64.0, "graphs_captured": 88.9, "warmed_up": 94.1, "ready": 94.4}}
 restarted_since:
   description:
     - With O(invocations), whether the unit now runs another invocation than those (it stopped or died since);
@@ -306,11 +326,14 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import
     new_state, settings_from_params,
 )
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_probe import SglangProbe
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_startup
 
 # Journal entries looked at for an excerpt: enough for a long start-up's tail and its traceback.
 JOURNAL_SCAN_ENTRIES = 5000
 # Journal entries looked at for the newest useful line (probe access-log lines are skipped).
 JOURNAL_LAST_ENTRIES = 50
+# Journal entries of one start read for its timeline: a start-up of 8 ranks logs a few thousand.
+JOURNAL_START_ENTRIES = 50000
 
 ARGUMENT_SPEC = dict(
     unit=dict(type='str', required=True),
@@ -330,6 +353,7 @@ ARGUMENT_SPEC = dict(
     warmup_timeout=dict(type='int', default=900),
     worker=dict(type='bool', default=False),
     invocations=dict(type='list', elements='str', default=[]),
+    previous_invocation=dict(type='str'),
     progress_interval=dict(type='int', default=30),
     resume=dict(type='dict'),
 )
@@ -413,7 +437,31 @@ def restarted_since(state, invocations):
     return bool(known) and bool(state['current_invocation']) and state['current_invocation'] not in known
 
 
-def final_result(probe, state, settings, decision, obs, journal_lines, check_mode, invocations=()):
+def caused_start(state, previous_invocation):
+    """Whether the current invocation is a start this run caused (see the option previous_invocation)."""
+    current = state['current_invocation']
+    if not current:
+        return False
+    if previous_invocation is not None:
+        return current != previous_invocation
+    return any(phase in state['timeline'] for phase in ('loading', 'http_up'))
+
+
+def startup_of(probe, state, props, previous_invocation):
+    """The start-up timeline of the current invocation, {} when this run did not cause it."""
+    start_us = props.get('ExecMainStartTimestampMonotonic', '')
+    if not (caused_start(state, previous_invocation) and start_us.isdigit() and int(start_us) > 0):
+        return {}
+    ready_at = state['timeline'].get('ready')
+    ready_us = None if ready_at is None else int((state['started_mono'] + ready_at) * 1e6)
+    probe.sync_journal()
+    entries = sglang_startup.journal_entries(probe.start_journal(state['current_invocation'], JOURNAL_START_ENTRIES))
+    return {'invocation': state['current_invocation'],
+            'phases': sglang_startup.timeline(entries, int(start_us), ready_us)}
+
+
+def final_result(probe, state, settings, decision, obs, journal_lines, check_mode, invocations=(),
+                 previous_invocation=None):
     """The complete result of an ended wait (journal read here, after the decision)."""
     reason = decision.reason
     ready = reason == 'ready'
@@ -438,6 +486,7 @@ def final_result(probe, state, settings, decision, obs, journal_lines, check_mod
         journal_excerpt=excerpt,
         last_log_line=last_line(lines),
         restarted_since=restarted,
+        startup=startup_of(probe, state, obs.get('unit') or {}, previous_invocation),
     )
     result['msg'] = build_msg(reason, state, settings, obs.get('unit') or {}, elapsed,
                               key_line=key_error_line(lines) if not ready else '',
@@ -472,7 +521,7 @@ def main():
     if not decision.done and not module.check_mode:
         module.exit_json(**slice_result(probe, state))
     result = final_result(probe, state, settings, decision, obs, params['journal_lines'], module.check_mode,
-                          params['invocations'])
+                          params['invocations'], params['previous_invocation'])
     if result['reason'] == 'ready' or module.check_mode:
         module.exit_json(**result)
     module.fail_json(**result)

@@ -242,6 +242,20 @@ def format_finding(finding: dict[str, Any]) -> str:
     return f"{str(finding.get('severity', '?')).upper():<7} {finding.get('id')}: {finding.get('message')}{shown_fix}"
 
 
+#: the start-up phases in the order a start goes through them, as a summary names them
+STARTUP_PHASES = (("weights_loaded", "weights"), ("kv_cache_allocated", "KV cache"), ("graphs_captured", "graphs"),
+                  ("warmed_up", "warm-up"), ("ready", "ready"))
+
+
+def format_startup(startup: dict[str, Any]) -> str:
+    """start-up (seconds from the process start): weights 61.0s, KV cache 63.3s, ... | last good: ready 90.1s."""
+    phases = startup.get("phases") or {}
+    shown = ", ".join(f"{words} {phases[name]:.1f}s" for name, words in STARTUP_PHASES if name in phases)
+    last = ((startup.get("last_good") or {}).get("phases") or {}).get("ready")
+    return (f"start-up (seconds from the process start): {shown or 'no phase line in the journal'}"
+            + (f" | last good start: ready {last:.1f}s" if last is not None else ""))
+
+
 def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool = False) -> None:
     """A short human summary of the run, one block per host."""
     duration = f" in {result.duration:.1f}s" if result.duration is not None else ""
@@ -277,6 +291,10 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
             out.write(f"    replica {worker.get('url')}: {worker.get('status')}"
                       f"{'' if worker.get('is_healthy') else ', not healthy'}\n")
         for finding in host.findings or []:
+            out.write(f"    {format_finding(finding)}\n")
+        if host.startup:
+            out.write(f"    {format_startup(host.startup)}\n")
+        for finding in (host.startup or {}).get("findings") or []:
             out.write(f"    {format_finding(finding)}\n")
         for line in (host.benchmark or {}).get("lines") or []:
             out.write(f"    {line}\n")

@@ -102,6 +102,7 @@ SUMMARY_FIELDS = (
     "layout",
     "workers",
     "benchmark",
+    "startup",
 )
 
 #: fields of a readiness progress record (the sglang_ready action plugin's, see its PROGRESS_RECORD_FIELDS) that a
@@ -269,6 +270,10 @@ class HostResult:
     #: the host's benchmark sweep (bench, or deploy with sglang_service_benchmark): ``levels``, ``diagnosis``,
     #: ``changes`` against the baseline, ``gate`` (enabled, passed, msg), ``files`` on the controller, ``lines``
     benchmark: dict[str, Any] | None = None
+    #: the start this run caused (deploy) or the host's newest recorded one (status): ``phases`` (seconds from the
+    #: process start to weights_loaded, kv_cache_allocated, graphs_captured, warmed_up, ready), ``durations``,
+    #: ``last_good`` and ``findings`` (K26-START-SLOWER)
+    startup: dict[str, Any] | None = None
 
     def findings_of(self, severity: str) -> list[dict[str, Any]]:
         return [f for f in self.findings or [] if f.get("severity") == severity]

@@ -312,6 +312,35 @@ def test_live_progress_in_the_cli_and_the_api(changes):
     assert "loading" in phases, records
 
 
+# ---------------------------------------------------------------- start-up timeline
+
+PHASES = ["weights_loaded", "kv_cache_allocated", "graphs_captured", "warmed_up", "ready"]
+
+
+def test_every_start_reports_its_timeline_and_a_slower_one_is_a_finding(changes, tmp_path):
+    box, inventory, runs = changes
+    kept = {"sglang_service_startup_dir": str(tmp_path / "startups"), "sglang_service_startup_slower_min_seconds": 2}
+    first = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "startup-first",
+                             extra_vars=dict(kept, sglang_service_environment={"SGLANG_SIM_LOAD_SECONDS": 0.5}))
+    assert first.exit_code == 0, first.to_json()
+    startup = first.hosts[box.name].startup
+    assert startup["invocation"] == invocation(box) and startup["findings"] == [] and startup["last_good"] is None
+    phases = startup["phases"]  # the simulator's lines, each where SGLang 0.5.23 logs it
+    assert list(phases) == PHASES and sorted(phases.values()) == list(phases.values()), phases
+    slower = dict(kept, sglang_service_environment={"SGLANG_SIM_LOAD_SECONDS": 6})
+    rc, out, err = cli(runs, "startup-slower", "deploy", "-i", inventory, "-e", json.dumps(slower))
+    assert rc == 0, err
+    assert "start-up (seconds from the process start): weights " in out
+    assert "WARNING K26-START-SLOWER: loading the weights took" in out, out
+    # nothing changed: the same start, not counted again; status shows the newest start kept
+    rc, out, err = cli(runs, "startup-status", "status", "-i", inventory, "--json", "-e", json.dumps(kept))
+    assert rc == 0, err
+    shown = json.loads(out)["hosts"][box.name]["startup"]
+    assert shown["invocation"] == invocation(box) and shown["phases"]["weights_loaded"] > phases["weights_loaded"] + 4
+    assert [r["invocation"] for r in json.loads((tmp_path / "startups" / ("%s.json" % box.name)).read_text())] == [
+        startup["invocation"], shown["invocation"]]
+
+
 # ---------------------------------------------------------------- secrets
 
 def test_logs_hide_keys_that_sglang_printed_before(changes):
