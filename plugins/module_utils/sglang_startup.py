@@ -100,7 +100,7 @@ def slower_findings(phases, last_good, ratio, min_seconds):
             'id': FINDING_ID,
             'severity': 'warning',
             'title': 'this start was slower than the last good one in %s' % PHASE_WORDS[name],
-            'message': '%s took %.1fs, %.1fx the %.1fs of the last good start (%s)' % (
+            'message': '%s took %.1fs, %.1fx the %.1fs of the last good start (%s).' % (
                 PHASE_WORDS[name], now, now / then if then else float('inf'), then, last_good.get('at') or '?'),
             'fix': _FIXES[name],
             'evidence': {'phase': name, 'seconds': now, 'last_good_seconds': then,
@@ -110,8 +110,8 @@ def slower_findings(phases, last_good, ratio, min_seconds):
 
 
 _FIXES = {
-    'weights_loaded': 'the shards came from disk: pre-warm them into the page cache (sglang_model_prewarm) and load '
-                      'with threads (sglang_service_load_threads); check the disk and that no other job reads it',
+    'weights_loaded': 'where the shards came from disk, pre-warm them into the page cache (sglang_model_prewarm) and '
+                      'load with threads (sglang_service_load_threads); check the disk and that no other job reads it',
     'kv_cache_allocated': 'look at the GPUs: memory held by another process makes SGLang size the pool again',
     'graphs_captured': "the kernels' JIT caches were cold (a new SGLang, GPU or configuration): keep "
                        'sglang_service_cache_dir across restarts and precompile DeepGEMM before the restart',

@@ -247,6 +247,18 @@ STARTUP_PHASES = (("weights_loaded", "weights"), ("kv_cache_allocated", "KV cach
                   ("warmed_up", "warm-up"), ("ready", "ready"))
 
 
+def format_model(model: dict[str, Any]) -> str:
+    """model: /srv/models/k2.6: 64 shards, 595.1 GB, verified | pre-warmed 590.2 GB in 312.0s (or why not)."""
+    prewarm = model.get("prewarm") or {}
+    if prewarm.get("state") == "done":
+        warm = f" | pre-warmed {prewarm.get('bytes', 0) / 1e9:.1f} GB in {prewarm.get('seconds', 0):.1f}s"
+    elif prewarm.get("state") == "skipped" and prewarm.get("reason"):
+        warm = f" | not pre-warmed: {prewarm['reason']}"
+    else:
+        warm = ""
+    return f"model: {model.get('msg', '')}{warm}"
+
+
 def format_startup(startup: dict[str, Any]) -> str:
     """start-up (seconds from the process start): weights 61.0s, KV cache 63.3s, ... | last good: ready 90.1s."""
     phases = startup.get("phases") or {}
@@ -292,6 +304,8 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
                       f"{'' if worker.get('is_healthy') else ', not healthy'}\n")
         for finding in host.findings or []:
             out.write(f"    {format_finding(finding)}\n")
+        if (host.model or {}).get("staged"):
+            out.write(f"    {format_model(host.model)}\n")
         if host.startup:
             out.write(f"    {format_startup(host.startup)}\n")
         for finding in (host.startup or {}).get("findings") or []:

@@ -103,6 +103,7 @@ SUMMARY_FIELDS = (
     "workers",
     "benchmark",
     "startup",
+    "model",
 )
 
 #: fields of a readiness progress record (the sglang_ready action plugin's, see its PROGRESS_RECORD_FIELDS) that a
@@ -274,6 +275,9 @@ class HostResult:
     #: process start to weights_loaded, kv_cache_allocated, graphs_captured, warmed_up, ready), ``durations``,
     #: ``last_good`` and ``findings`` (K26-START-SLOWER)
     startup: dict[str, Any] | None = None
+    #: the model's files on the host (the sglang_model role): ``source``, ``staged``, ``ready``, ``files``,
+    #: ``shards``, ``total_bytes``, ``digest``, ``msg``, ``prewarm`` (state, bytes, seconds, reason)
+    model: dict[str, Any] | None = None
 
     def findings_of(self, severity: str) -> list[dict[str, Any]]:
         return [f for f in self.findings or [] if f.get("severity") == severity]

@@ -21,9 +21,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "integration")]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "integration"), str(ROOT / "tests")]
 
 import k26deploy  # noqa: E402
+from safetensors_shards import write_shard  # noqa: E402
 from sim_tokenizer import write_tokenizer  # noqa: E402
 
 INVENTORY = ROOT / "tests" / "gpu" / "inventory.yml"
@@ -33,6 +34,7 @@ UNIT = "sglang.service"
 STATE_DIR = Path("/var/lib/k26-proof")
 MEM_FRACTION = 0.88
 BAD_MEM_FRACTION = 0.99
+SHARD_BYTES = 256 << 20
 
 
 class Proof:
@@ -186,6 +188,9 @@ def prepare(args):
     model.mkdir(parents=True, exist_ok=True)
     (model / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
     write_tokenizer(model)  # the benchmark's prompts; the stand-in answers one word per token
+    shard = model / "model.safetensors"  # verified by the sglang_model role, read into GPU memory by the stand-in
+    if not shard.exists():
+        write_shard(shard, SHARD_BYTES, os.urandom(1 << 20))
     key_file = STATE_DIR / "api_key"
     if not key_file.exists():
         key_file.write_text(secrets.token_hex(24))  # token_urlsafe may begin with "-", which SGLang cannot take

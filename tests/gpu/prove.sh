@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The GPU proof, on a GPU host, as root:  tests/gpu/prove.sh [--pp N] [--bench AIPERF_WHEELHOUSE]
+# (K26_GPU_SCRIPT=bench/restart_time.py tests/gpu/prove.sh: the restart benchmark, with the same set-up)
 # Needs the bundle that tests/gpu/fetch.sh made on a machine with registry access (.gpu/, or K26_GPU_BUNDLE):
 # ansible-core and ansible-runner wheels for this host's python3 (the interpreter that holds PyTorch), and the
 # systemd packages used where PID 1 is not systemd. Then tests/gpu/prove.py deploys with deploy_k26.yml and
@@ -35,4 +36,5 @@ else
 fi
 "${in_systemd[@]}" "$PYTHON" -c 'import ansible_runner, ansible' || {
   log "ansible-runner or ansible-core does not import from $SITE inside systemd's namespaces"; exit 1; }
-"${in_systemd[@]}" "$PYTHON" "$ROOT/tests/gpu/prove.py" "$@"
+# K26_GPU_SCRIPT runs another script with the same set-up (bench/restart_time.py measures restarts).
+"${in_systemd[@]}" "$PYTHON" "$ROOT/${K26_GPU_SCRIPT:-tests/gpu/prove.py}" "$@"

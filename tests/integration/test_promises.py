@@ -2,6 +2,7 @@
 in its three outcomes, a renamed service, the exit codes 3, 4 and 130, live progress, no key in any artifact.
 (Several hosts in one run, and --limit, are shown on test_router.py's fleet.)"""
 
+import hashlib
 import json
 import os
 import shlex
@@ -17,6 +18,7 @@ import k26deploy
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
 from harness import ROOT, VENV_BIN, demo_inventory, snapshot_diff, systemd_container, task_started
 import sglang_parser
+from safetensors_shards import shard_bytes
 from sglang_venv import SGLANG_PYTHON, requires_real_sglang
 
 pytestmark = pytest.mark.integration
@@ -339,6 +341,53 @@ def test_every_start_reports_its_timeline_and_a_slower_one_is_a_finding(changes,
     assert shown["invocation"] == invocation(box) and shown["phases"]["weights_loaded"] > phases["weights_loaded"] + 4
     assert [r["invocation"] for r in json.loads((tmp_path / "startups" / ("%s.json" % box.name)).read_text())] == [
         startup["invocation"], shown["invocation"]]
+
+
+# ---------------------------------------------------------------- the model's files
+
+MODEL_DIR = "/srv/models/k26-test"
+SHARDS = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+
+
+def controller_model(root):
+    """A model directory on the controller: config, index and two shards of random bytes."""
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
+    (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": SHARDS[0], "b": SHARDS[1]}}))
+    for name in SHARDS:
+        (root / name).write_bytes(shard_bytes(os.urandom(1 << 20)))
+    return root
+
+
+def test_the_model_is_staged_and_verified_before_anything_restarts(changes, tmp_path):
+    box, inventory, runs = changes
+    source = controller_model(tmp_path / "model")
+    staged = {"sglang_service_model_path": MODEL_DIR, "sglang_model_source": "controller",
+              "sglang_model_controller_path": str(source)}
+    first = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "model-staged", extra_vars=staged)
+    assert first.exit_code == 0, first.to_json()
+    model = first.hosts[box.name].model
+    assert model["ready"] is True and (model["files"], model["shards"]) == (4, 2), model
+    assert model["prewarm"]["state"] == "done" and model["prewarm"]["bytes"] == model["total_bytes"], model
+    manifest = json.loads(box.exec("cat /var/lib/k26deploy/models/srv_models_k26-test.json").stdout)
+    assert manifest["files"][SHARDS[0]]["sha256"] == hashlib.sha256((source / SHARDS[0]).read_bytes()).hexdigest()
+    # one byte changes and the mtime is put back: only a hash can tell (verify always), against the manifest's
+    shard = "%s/%s" % (MODEL_DIR, SHARDS[0])
+    box.exec("cp -p {0} /tmp/k26-ref && printf X | dd of={0} bs=1 seek=1000 conv=notrunc status=none && "
+             "touch -r /tmp/k26-ref {0}".format(shard))
+    before = (managed_files(box), invocation(box))
+    verified = dict(staged, sglang_model_source="path", sglang_model_verify="always",
+                    sglang_service_environment={"K26_TEST_CHANGE": "1"})
+    bad = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "model-corrupt", extra_vars=verified)
+    assert bad.exit_code == 1 and (managed_files(box), invocation(box)) == before, bad.to_json()
+    assert "%s: changed since the manifest: sha256 differs" % SHARDS[0] in json.dumps(bad.to_dict()), bad.to_json()
+    # an interrupted copy is found without a hash, and a shard gone
+    box.exec("truncate -s 4096 %s/%s && rm %s/config.json" % (MODEL_DIR, SHARDS[1], MODEL_DIR))
+    cut = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "model-cut",
+                           extra_vars=dict(verified, sglang_model_verify="size"))
+    assert cut.exit_code == 1 and (managed_files(box), invocation(box)) == before, cut.to_json()
+    said = json.dumps(cut.to_dict())
+    assert "%s: truncated: 4096 of the " % SHARDS[1] in said and "config.json missing" in said, said
 
 
 # ---------------------------------------------------------------- secrets

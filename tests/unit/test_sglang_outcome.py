@@ -9,7 +9,7 @@ from ansible_collections.k26.deploy.plugins.module_utils import sglang_result
 from k26deploy.results import SUMMARY_FIELDS, HostResult
 
 SERVICE = {"endpoint": "http://127.0.0.1:30000", "model_id": "kimi-k2.6", "unit": "sglang.service", "node_rank": 0,
-           "instance": "", "layout": None, "simulator": True}
+           "instance": "", "layout": None, "simulator": True, "model": None}
 READY = {"ready": True, "reason": "ready", "msg": "ready after 12.0s", "elapsed": 12.0, "phase": "ready",
          "model_ids": ["kimi-k2.6"], "restarts": 0, "timeline": {"loading": 1.0, "ready": 12.0},
          "unit_state": {"ActiveState": "active", "InvocationID": "a1"}, "last_log_line": "The server is fired up",

@@ -108,7 +108,7 @@ def test_the_finding_says_the_phase_the_figures_and_the_fix():
     finding = findings[0]
     assert finding['id'] == 'K26-START-SLOWER' and finding['severity'] == 'warning'
     assert finding['message'] == ('capturing the CUDA graphs took 627.0s, 23.2x the 27.0s of the last good start '
-                                  '(2026-12-01T10:00:00Z)')
+                                  '(2026-12-01T10:00:00Z).')
     assert 'DeepGEMM' in finding['fix']
     assert finding['evidence'] == {'phase': 'graphs_captured', 'seconds': 627.0, 'last_good_seconds': 27.0,
                                    'last_good_invocation': 'abc'}

@@ -22,8 +22,9 @@ def settings(**over):
     return knobs if not over else knobs.__class__(**dict(vars(knobs), **over))
 
 
-def args(tp=1, pp=1, nnodes=1, node_rank=0, fraction=None):
-    return Namespace(tp_size=tp, pp_size=pp, nnodes=nnodes, node_rank=node_rank, mem_fraction_static=fraction)
+def args(tp=1, pp=1, nnodes=1, node_rank=0, fraction=None, model="moonshotai/Kimi-K2.6"):
+    return Namespace(tp_size=tp, pp_size=pp, nnodes=nnodes, node_rank=node_rank, mem_fraction_static=fraction,
+                     model_path=model)
 
 
 def test_one_rank_per_local_gpu_pipeline_stages_in_order():
@@ -45,6 +46,16 @@ def test_knobs_reach_the_ranks():
                                                               gpu_step_matmuls=2), True, 10)
     assert (specs[0].mem_fraction, specs[0].activation_bytes, specs[0].step_dim, specs[0].step_matmuls) == (
         0.5, int(1.5 * gpu.GIB), 1024, 2)
+
+
+def test_each_rank_reads_its_share_of_the_shards_and_a_hub_id_has_none(tmp_path):
+    for index in range(5):
+        (tmp_path / ("model-%05d-of-00005.safetensors" % (index + 1))).write_bytes(b"x")
+    (tmp_path / "config.json").write_text("{}")
+    specs = gpu.local_rank_specs(args(tp=2, model=str(tmp_path)), settings(), True, 10)
+    assert [[Path(f).name[6:11] for f in s.shard_files] for s in specs] == [["00001", "00003", "00005"],
+                                                                            ["00002", "00004"]]
+    assert gpu.local_rank_specs(args(tp=2), settings(), True, 10)[0].shard_files == ()
 
 
 class FakeRanks:

@@ -240,10 +240,23 @@ def test_the_simulator_behaves_as_the_real_server_in_what_the_package_reads(host
     assert not differences, json.dumps(differences, indent=1)
 
 
-def test_a_model_real_sglang_cannot_load_fails_with_its_own_error_and_rolls_back(host):
-    """Last: it restarts the service twice (the broken model, then the rollback)."""
-    before = host.check_output("systemctl show sglang.service --property=InvocationID --value")
+def test_a_weight_file_that_is_no_safetensors_fails_before_the_service_is_touched(host):
+    """The sglang_model role reads each shard's header before anything restarts."""
+    before = (host.check_output("systemctl show sglang.service --property=InvocationID --value"),
+              host.file(CONFIG).content_string)
     rc, result = k26deploy("deploy", "-e", "sglang_service_model_path=/srv/models/tiny-gpt2-broken")
+    said = json.dumps(result["hosts"][HOST])
+    assert rc == 1 and "model.safetensors: not a safetensors file" in said, said
+    assert (host.check_output("systemctl show sglang.service --property=InvocationID --value"),
+            host.file(CONFIG).content_string) == before
+
+
+def test_a_model_real_sglang_cannot_load_fails_with_its_own_error_and_rolls_back(host):
+    """Last: it restarts the service twice (the broken model, then the rollback). The model's verification is
+    turned off (sglang_model_source none) so that real SGLang meets the broken file itself."""
+    before = host.check_output("systemctl show sglang.service --property=InvocationID --value")
+    rc, result = k26deploy("deploy", "-e", "sglang_service_model_path=/srv/models/tiny-gpt2-broken",
+                           "-e", "sglang_model_source=none")
     outcome = result["hosts"][HOST]
     assert rc == 1 and outcome["rolled_back"] is True, outcome
     assert outcome["reason"] in ("crashed", "crash_loop"), outcome

@@ -5,7 +5,9 @@ Used by sglang_simulator.py when the host has an NVIDIA driver and the interpret
 rank (tp-size x pp-size / nnodes of them, rank r on GPU r) does the GPU work while the main process serves HTTP:
 
 * "loading weights": each rank takes ``mem-fraction-static`` of its GPU's total memory (weights, then the
-  KV cache pool), as real allocations;
+  KV cache pool), as real allocations; where the model directory holds ``*.safetensors`` files the ranks read
+  them (each its share of the files, the checkpoint once in all) from disk or the page cache into GPU memory
+  through a pinned buffer, so a load costs what reading those bytes costs;
 * "capturing CUDA graphs": each rank captures a real CUDA graph of its decode step and replays it (not when the
   configuration disables decode graphs: the step then runs eagerly), after reserving the activation workspace
   SGLang leaves outside mem-fraction-static; a fraction that leaves too little fails here with PyTorch's own
@@ -35,6 +37,8 @@ GIB = 1 << 30
 NVIDIA_DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
 # Rows of the static decode input: the tokens of one batch (with 8192 columns and 4 products, about 1 TFLOP a step).
 STEP_ROWS = 2048
+# Bytes a rank reads from a shard at a time, into a pinned buffer that is then copied to the GPU.
+READ_CHUNK = 64 << 20
 # How long the main process waits for a rank's answer before it declares the rank hung.
 RANK_REPLY_TIMEOUT = 600.0
 
@@ -66,15 +70,25 @@ class RankSpec:
     step_matmuls: int
     decode_graph: bool
     master_port: int
+    shard_files: tuple = ()
+
+
+def model_shards(model_path):
+    """The checkpoint's shard files (``*.safetensors`` in the model directory), sorted; none for a hub id."""
+    if not os.path.isdir(model_path):
+        return []
+    return sorted(os.path.join(model_path, name) for name in os.listdir(model_path) if name.endswith(".safetensors"))
 
 
 def local_rank_specs(args, settings, decode_graph, weight_bytes):
-    """One RankSpec per rank of this node, with a free loopback port for their NCCL rendezvous."""
+    """One RankSpec per rank of this node, with a free loopback port for their NCCL rendezvous; each rank reads
+    every n-th shard of the model directory."""
     world = args.tp_size * args.pp_size
     per_node = max(world // args.nnodes, 1)
     first = args.node_rank * per_node
     ranks = list(range(first, min(first + per_node, world)))
     port = free_port()
+    shards = model_shards(args.model_path)
     specs = []
     for local_rank, rank in enumerate(ranks):
         pp_rank, tp_rank = divmod(rank, args.tp_size)
@@ -84,7 +98,8 @@ def local_rank_specs(args, settings, decode_graph, weight_bytes):
             label=(f" PP{pp_rank}" if args.pp_size > 1 else "") + f" TP{tp_rank}",
             mem_fraction=args.mem_fraction_static or 0.85, weight_bytes=weight_bytes,
             activation_bytes=int(settings.gpu_activation_gib * GIB), step_dim=settings.gpu_step_dim,
-            step_matmuls=settings.gpu_step_matmuls, decode_graph=decode_graph, master_port=port))
+            step_matmuls=settings.gpu_step_matmuls, decode_graph=decode_graph, master_port=port,
+            shard_files=tuple(shards[local_rank::len(ranks)])))
     return specs
 
 
@@ -183,14 +198,41 @@ class Rank:
         static = int(total * self.spec.mem_fraction)
         dim = self.spec.step_dim
         self.weight = torch.randn(dim, dim, dtype=torch.bfloat16, device=self.device) * dim ** -0.5
-        weights = max(min(self.spec.weight_bytes, static // 2) - self.weight.numel() * 2, 0)
+        wanted = sum(os.path.getsize(path) for path in self.spec.shard_files) or self.spec.weight_bytes
+        weights = max(min(wanted, static // 2) - self.weight.numel() * 2, 0)
         self.held.append(torch.empty(weights, dtype=torch.uint8, device=self.device))
+        read = self.read_shards(self.held[-1])
         free = torch.cuda.mem_get_info(self.spec.gpu)[0]
-        self.conn.send(("loaded", {"weights_gb": (weights + self.weight.numel() * 2) / GIB, "avail_gb": free / GIB}))
+        self.conn.send(("loaded", {"weights_gb": (weights + self.weight.numel() * 2) / GIB, "avail_gb": free / GIB,
+                                   "read_bytes": read}))
         kv = max(static - weights - self.weight.numel() * 2, 0)
         self.held.append(torch.empty(kv, dtype=torch.uint8, device=self.device))
         free = torch.cuda.mem_get_info(self.spec.gpu)[0]
         self.conn.send(("kv", {"kv_gb": kv / GIB, "avail_gb": free / GIB}))
+
+    def read_shards(self, weights):
+        """Read this rank's shard files into ``weights`` (wrapping around when they hold more than it does)."""
+        if not self.spec.shard_files or weights.numel() == 0:
+            return 0
+        torch = self.torch
+        pinned = torch.empty(READ_CHUNK, dtype=torch.uint8, pin_memory=True)
+        view = memoryview(pinned.numpy())
+        offset = total = 0
+        for path in self.spec.shard_files:
+            with open(path, "rb", buffering=0) as handle:
+                while True:
+                    count = handle.readinto(view)
+                    if not count:
+                        break
+                    total += count
+                    done = 0
+                    while done < count:
+                        piece = min(count - done, weights.numel() - offset)
+                        weights[offset:offset + piece].copy_(pinned[done:done + piece])
+                        done += piece
+                        offset = (offset + piece) % weights.numel()
+        torch.cuda.synchronize()
+        return total
 
     def step_compute(self):
         out = self.static_in
