@@ -6,7 +6,7 @@ overrides); a value of None removes the option.
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_options as options_knowledge
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     ATTENTION_BACKENDS,
@@ -157,6 +157,15 @@ def layout_for(gpu_facts, gpus, nnodes=1, tp=sglang_layout.AUTO, pp=sglang_layou
         raise AnsibleFilterError("sglang_layout: tp-size and pp-size must be whole numbers or 'auto' (%s)" % error)
 
 
+def cache_env_for(cache_dir, sglang_version, compute_capabilities):
+    """The service's compile-cache environment: every JIT cache under cache_dir/sglang-VERSION-ARCH."""
+    try:
+        directory = sglang_deepgemm.cache_release_dir(cache_dir, sglang_version, compute_capabilities)
+        return sglang_deepgemm.cache_env(directory)
+    except ValueError as exc:
+        raise AnsibleFilterError("sglang_cache_env: %s" % exc) from None
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -169,4 +178,5 @@ class FilterModule:
             "sglang_loader_extra_config": loader_config,
             "sglang_redact_log_lines": redact_log_lines,
             "sglang_without_secrets": options_knowledge.without_secrets,
+            "sglang_cache_env": cache_env_for,
         }

@@ -28,7 +28,7 @@ import json
 import re
 from collections import namedtuple
 
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,
@@ -489,6 +489,24 @@ def check_model_missing(ctx):
     return None
 
 
+def check_deepgemm(ctx):
+    """Whether DeepGEMM compiles kernels for this model on these GPUs, and what that costs a start."""
+    capabilities = (ctx.get("gpu") or {}).get("compute_capabilities") or []
+    config = (ctx.get("model") or {}).get("config")
+    if not capabilities or config is None:
+        return None
+    used, why = sglang_deepgemm.uses_deepgemm(capabilities[0], ctx["options"], {}, config)
+    evidence = {"gpu.compute_capabilities": capabilities, "quantization": sglang_deepgemm.quantization_config(config)}
+    if not used:  # said for a quantized model only, whose operators may expect DeepGEMM's compile (Kimi K2's FP8 had it)
+        return found("%s; nothing to precompile." % why, "nothing to do", evidence) if evidence["quantization"] else None
+    return found("%s. Its kernels compile at the first start of an SGLang release on these GPUs with these "
+                 "shapes (SGLang's estimate: 10-20 minutes) and stay in the service's cache "
+                 "(sglang_service_cache_dir/sglang-VERSION-ARCH/deep_gemm) for every later start. SGLang's "
+                 "precompile runs a whole server on the GPUs, so it cannot run beside a serving one." % why,
+                 "pay it ahead where a first start must be fast: run python -m sglang.compile_deep_gemm with the "
+                 "serving options (and a free port) while the service is stopped", evidence)
+
+
 def check_model_too_large(ctx):
     model = ctx.get("model")
     if not model or not model.get("exists") or not model.get("size_bytes"):
@@ -708,6 +726,7 @@ RULES = (
     Rule("K26-GPU-ARCH-UNSUPPORTED", ERROR, "GPU too old for CUDA 13", check_gpu_arch_supported),
     Rule("K26-MODEL-MISSING", ERROR, "model directory missing or incomplete", check_model_missing),
     Rule("K26-MODEL-TOO-LARGE", ERROR, "model larger than the GPU memory budget", check_model_too_large),
+    Rule("K26-DEEPGEMM", INFO, "DeepGEMM's kernels for this model on these GPUs", check_deepgemm),
     Rule("K26-CACHE-DISK", ERROR, "too little disk for the caches", check_cache_disk),
     Rule("K26-DRIVER-TOO-OLD", ERROR, "NVIDIA driver too old for CUDA 13", check_driver_too_old),
     Rule("K26-OPEN-KERNEL-MODULE", ERROR, "proprietary kernel module where the open one is required",

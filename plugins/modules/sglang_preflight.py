@@ -228,7 +228,9 @@ gpu:
   type: dict
 model:
   description:
-    - Model directory facts (path, exists, is_dir, has_config, size_bytes, hub_id, files); V(null) when not checked.
+    - Model directory facts (path, exists, is_dir, has_config, size_bytes, hub_id, files, config); V(null) when not
+      checked.
+    - C(config) is what the rules read of the model's C(config.json) (its quantization), or V(null).
     - C(files) is the number of files and a digest of their names and sizes, compared across the nodes of a
       multi-node instance.
   returned: always
@@ -248,6 +250,7 @@ strict:
 """
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -271,6 +274,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
     unknown_variable_findings,
 )
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_deepgemm import deciding_config
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import option_key, secret_values
 
 
@@ -320,15 +324,27 @@ def model_facts(path):
     exists = os.path.exists(path)
     is_dir = os.path.isdir(path)
     size, files = directory_files(path) if is_dir else (None, None)
+    has_config = is_dir and os.path.isfile(os.path.join(path, "config.json"))
     return {
         "path": path,
         "hub_id": False,
         "exists": exists,
         "is_dir": is_dir,
-        "has_config": is_dir and os.path.isfile(os.path.join(path, "config.json")),
+        "has_config": has_config,
         "size_bytes": size,
         "files": files_digest(files) if is_dir else None,
+        "config": read_model_config(os.path.join(path, "config.json")) if has_config else None,
     }
+
+
+def read_model_config(path):
+    """What the rules read of a model's config.json (sglang_deepgemm.deciding_config), None when unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return deciding_config(config) if isinstance(config, dict) else None
 
 
 def cache_facts(path, min_free_gb):

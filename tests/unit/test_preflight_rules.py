@@ -55,6 +55,11 @@ MODEL_OK = {"path": "/models/Kimi-K2.6", "hub_id": False, "exists": True, "is_di
 CACHE_OK = {"path": "/var/cache/sglang", "free_bytes": 200 * GIB, "min_free_bytes": 50 * GIB}
 
 
+# What preflight keeps of config.json (sglang_deepgemm.deciding_config): Kimi K2.6's INT4, Kimi K2's block FP8.
+K26_INT4 = {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+    "input_activations": None, "weights": {"type": "int", "num_bits": 4, "strategy": "group", "block_structure": None}}}}}
+K2_FP8 = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+
 PY = {"interpreter": "python3", "minimum": "3.11", "requires": ">=3.11", "requires_source": "sglang 0.5.23 (pinned)",
       "variable": "sglang_python_interpreter", "installable": False, "package": "", "hint": ""}
 
@@ -232,6 +237,13 @@ CASES = [
      "/metrics without the API key"),
     ("K26-PYTHON-VERSION", "Ubuntu 22.04's 3.10", ctx(python=dict(PY, version="3.10.12")), "error",
      "python3 is Python 3.10.12 but SGLang needs >=3.11"),
+    ("K26-DEEPGEMM", "no config read", ctx(), None, None),
+    ("K26-DEEPGEMM", "an unquantized model (no DeepGEMM expected)", ctx(model=dict(MODEL_OK, config={})), None, None),
+    ("K26-DEEPGEMM", "no GPU", ctx(gpu=NO_GPU, model=dict(MODEL_OK, config=K26_INT4)), None, None),
+    ("K26-DEEPGEMM", "K2.6's INT4 weights on Blackwell", ctx(model=dict(MODEL_OK, config=K26_INT4)), "info",
+     "unused: INT4 weights (W4A16, compressed-tensors, as Kimi K2.6 ships)"),
+    ("K26-DEEPGEMM", "K2's block-FP8 weights on H200", ctx(gpu=H200X8_HGX, model=dict(MODEL_OK, config=K2_FP8)), "info",
+     "cannot run beside a serving one"),
 ]
 RULES = {rule.id: rule for rule in r.RULES}
 
