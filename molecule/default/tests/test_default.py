@@ -120,7 +120,11 @@ def test_environment_file(host):
     env = host.file("/etc/sglang/sglang.env")
     assert (env.user, env.group, env.mode) == ("root", "sglang", 0o640)
     # every value double-quoted, as systemd's EnvironmentFile= reads it (plugins/module_utils/systemd_unit_values.py)
-    assert 'SGLANG_CACHE_DIR="/var/cache/sglang"' in env.content_string.splitlines()
+    lines = env.content_string.splitlines()
+    # the compile caches of this release on this (GPU-less) host: an upgrade starts from an empty directory
+    assert 'SGLANG_CACHE_DIR="/var/cache/sglang/sglang-0.5.23-cpu"' in lines
+    assert 'SGLANG_JIT_CACHE_DIR="/var/cache/sglang/sglang-0.5.23-cpu/jit"' in lines
+    assert 'SGLANG_DG_CACHE_DIR="/var/cache/sglang/sglang-0.5.23-cpu/deep_gemm"' in lines
 
 
 def test_service_user_and_cache_directories(host):
