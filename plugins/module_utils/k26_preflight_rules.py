@@ -309,6 +309,7 @@ def check_cuda_graph_partial(ctx):
     batch, bound = largest_decode_batch(ctx)
     reasons = []
     fixes = []
+    graphs = None
     if batch:
         graphs, source = decode_graph_max_bs(ctx, as_int(opt(ctx, "max-running-requests"), batch))
         if batch > graphs:
@@ -331,7 +332,7 @@ def check_cuda_graph_partial(ctx):
                  dict(option_evidence(ctx, "max-running-requests", "pp-max-micro-batch-size", "pp-size", "tp-size",
                                       "cuda-graph-max-bs-decode", "cuda-graph-bs-decode", "disable-cuda-graph-padding",
                                       "enable-mixed-chunk"),
-                      **({"largest_decode_batch": batch} if batch else {})))
+                      **({"largest_decode_batch": batch, "largest_decode_graph": graphs} if batch else {})))
 
 
 def micro_batches_in_flight(pp, depth):

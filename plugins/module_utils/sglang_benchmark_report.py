@@ -34,7 +34,7 @@ FLAT_FACTOR = 1.15
 JIT_PATTERN = re.compile(r"\bJIT\b|jit[ _-]?compil|Compiling .*kernel|torch\._inductor|torch\._dynamo|autotun",
                          re.IGNORECASE)
 #: the rules whose config-only findings explain a slow benchmark
-CONFIG_RULES = ("K26-CUDA-GRAPH-OFF", "K26-PP-ASYNC-DEPTH", "K26-LAYOUT-TOPOLOGY")
+CONFIG_RULES = ("K26-CUDA-GRAPH-OFF", "K26-CUDA-GRAPH-PARTIAL", "K26-PP-ASYNC-DEPTH", "K26-LAYOUT-TOPOLOGY")
 
 
 def config_hash(options):
@@ -104,11 +104,18 @@ def diagnosis(sweep):
     """Diagnosis lines (dicts: id, message, evidence, fix), config causes first, then what only the run shows."""
     levels = sorted(sweep.get("levels") or [], key=lambda level: level["concurrency"])
     found = []
-    context = rules.build_context(sweep.get("options") or {}, gpu={"topology": sweep.get("topology")})
+    memories = sweep.get("gpu_memories_mib") or []
+    gpu = {"topology": sweep.get("topology")}
+    if memories:
+        gpu["gpus"] = [{"memory_total_mib": memory} for memory in memories]
+    context = rules.build_context(sweep.get("options") or {}, gpu=gpu)
     config_findings = {item["id"]: item for item in rules.evaluate(context) if item["id"] in CONFIG_RULES}
     graphs = config_findings.get("K26-CUDA-GRAPH-OFF")
     if graphs:
         found.append(cuda_graphs_off(graphs, levels))
+    partial = config_findings.get("K26-CUDA-GRAPH-PARTIAL")
+    if partial and memories:  # the largest graph depends on the GPUs' memory: unknown, no verdict
+        found.append(cuda_graphs_partial(partial, levels))
     bubble = config_findings.get("K26-PP-ASYNC-DEPTH")
     if bubble:
         found.append(pipeline_bubble(bubble, levels))
@@ -136,6 +143,21 @@ def cuda_graphs_off(finding, levels):
         "per_request_tokens_per_second")
     return line("K26-BENCH-CUDA-GRAPH-OFF", finding["message"] + " Expected gain: about +40% per request.",
                 finding["fix"], evidence)
+
+
+def cuda_graphs_partial(finding, levels):
+    """Graphs off for the batches above the largest captured one: what the sweep measured there, if anything."""
+    graph = finding["evidence"].get("largest_decode_graph")
+    evidence = dict(finding["evidence"], **top_level_evidence(levels))
+    eager = [level["concurrency"] for level in levels if graph and level["concurrency"] > graph]
+    if eager:
+        measured = " Measured without a graph here: concurrency %s." % ", ".join(str(c) for c in eager)
+    elif levels and graph:
+        measured = (" This sweep stopped at concurrency %d, within the graphs: its figures do not show the loss."
+                    % levels[-1]["concurrency"])
+    else:
+        measured = ""
+    return line("K26-BENCH-CUDA-GRAPH-PARTIAL", finding["message"] + measured, finding["fix"], evidence)
 
 
 def mean_utilization(level):

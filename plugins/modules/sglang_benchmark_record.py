@@ -12,7 +12,8 @@ description:
   - Meant to run on the controller (C(delegate_to) localhost) with the result of M(k26.deploy.sglang_benchmark).
   - The newest earlier result of the same host in O(results_dir) that did not fail its gate is the baseline; the
     change of each level's tok/s against it is reported in percent.
-  - Diagnosis lines come from the preflight rules on the configuration (CUDA graphs off, pipeline bubble) and from
+  - Diagnosis lines come from the preflight rules on the configuration (CUDA graphs off for every batch or for the
+    batches beyond the largest graph, pipeline bubble) and from
     what only a run shows (GPUs far below their power limit, throughput flat from concurrency 8, errors, JIT
     compilation in the journal), each with its evidence and the change that fixes it.
   - With O(gate) set and a baseline present, a level whose output tok/s fell by more than O(gate) percent fails the
@@ -40,6 +41,13 @@ options:
       - How the host's GPUs are connected (the C(topology) of M(k26.deploy.nvidia_gpu_facts)); a tensor or pipeline
         parallel layout that fights it is diagnosed. Without it the layout is not judged.
     type: dict
+  gpu_memories_mib:
+    description:
+      - Each GPU's total memory in MiB (M(k26.deploy.nvidia_gpu_facts)' C(memory_total_mib)); the largest decode
+        CUDA graph SGLang captures depends on it, so without it decode batches beyond the graphs are not diagnosed.
+    type: list
+    elements: int
+    default: []
   results_dir:
     description: Directory on the controller for the results (created).
     type: path
@@ -194,6 +202,7 @@ def main():
             sweep=dict(type="dict", required=True),
             options=dict(type="dict", default={}),
             topology=dict(type="dict"),
+            gpu_memories_mib=dict(type="list", elements="int", default=[]),
             results_dir=dict(type="path", required=True),
             gate=dict(type="float"),
             plot=dict(type="bool", default=True),
@@ -215,6 +224,7 @@ def main():
         "levels": measured.get("levels") or [],
         "journal_lines": measured.get("journal_lines") or [],
         "topology": params["topology"],
+        "gpu_memories_mib": params["gpu_memories_mib"],
     }
     sweep["baseline"] = report.pick_baseline(params["host"], previous_sweeps(params["results_dir"]))
     sweep["changes"] = report.changes(sweep["levels"], (sweep["baseline"] or {}).get("levels"))

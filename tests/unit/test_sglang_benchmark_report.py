@@ -232,6 +232,21 @@ def test_no_options_give_no_config_line():
     assert report.diagnosis(data) == []
 
 
+def test_batches_beyond_the_largest_graph_are_named_when_the_gpus_memory_is_known():
+    # 8 H200s at tp 8: graphs up to 512; 1024 running requests decode beyond them
+    options = {"tp-size": 8, "max-running-requests": 1024}
+    data = sweep([level(1, 30.0), level(600, 9000.0)], options, diagnosis=[])
+    assert "K26-BENCH-CUDA-GRAPH-PARTIAL" not in ids(report.diagnosis(data))  # memory unknown: no verdict
+    data["gpu_memories_mib"] = [143771] * 8
+    partial = by_id(report.diagnosis(data), "K26-BENCH-CUDA-GRAPH-PARTIAL")
+    assert "decode batches of 513 to 1024 requests" in partial["message"]
+    assert partial["message"].endswith("Measured without a graph here: concurrency 600.")
+    assert partial["evidence"]["largest_decode_graph"] == 512 and partial["evidence"]["tok/s at C=600"] == 9000.0
+    data["levels"] = [level(1, 30.0), level(32, 900.0)]
+    assert report.diagnosis(data)[0]["message"].endswith(
+        "This sweep stopped at concurrency 32, within the graphs: its figures do not show the loss.")
+
+
 def test_torch_native_attention_is_named_as_the_cause_of_graphs_off():
     lines = report.diagnosis(sweep(seed_levels(), {"pp-size": 8, "pp-async-batch-depth": 8,
                                                    "attention-backend": "torch_native"}, diagnosis=[]))
