@@ -15,6 +15,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import decode_message
+
 #: (phase, the line that ends it, what the phase does, in words), in the order a start goes through them
 PHASES = (
     ('weights_loaded', re.compile(r'Load weight end\.'), 'loading the weights'),
@@ -40,10 +42,7 @@ def journal_entries(text):
             stamp = int(entry['__MONOTONIC_TIMESTAMP'])
         except (ValueError, TypeError, KeyError):
             continue
-        message = entry.get('MESSAGE')
-        if isinstance(message, list):
-            message = bytes(message).decode('utf-8', 'replace')
-        entries.append((stamp, str(message or '')))
+        entries.append((stamp, decode_message(entry.get('MESSAGE'))))
     return entries
 
 

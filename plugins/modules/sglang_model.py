@@ -193,11 +193,11 @@ prewarm:
 """
 
 import os
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.k26.deploy.plugins.module_utils.k26_files import write_atomically
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_model import (
     INDEX, SHARD_SUFFIX, human_bytes, judge, list_files, manifest_digest, manifest_text, model_files,
     normalize_expected, parse_manifest, plan_hashing, prewarm_decision, read_head, read_into_page_cache, read_meminfo,
@@ -223,22 +223,6 @@ def read_text(module, path):
         return None
     except (OSError, UnicodeDecodeError) as exc:
         return module.fail_json(msg='cannot read %s: %s' % (path, exc))
-
-
-def write_atomically(path, text):
-    directory = os.path.dirname(path) or '.'
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
-    try:
-        with os.fdopen(handle, 'w', encoding='utf-8') as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
 
 
 def prewarm(path, names, total_bytes, params, ready, check_mode):

@@ -95,11 +95,11 @@ path:
 
 import json
 import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_startup
+from ansible_collections.k26.deploy.plugins.module_utils.k26_files import write_atomically
 
 ARGUMENT_SPEC = dict(
     host=dict(type='str', required=True),
@@ -122,12 +122,8 @@ def read_records(path):
 
 
 def write_records(path, records):
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix='.startup-')
-    with os.fdopen(handle, 'w') as out:
-        json.dump(records, out, indent=1, sort_keys=True)
-    os.replace(temporary, path)
+    # the user's own records: private, in a directory made as the user's umask says
+    write_atomically(path, json.dumps(records, indent=1, sort_keys=True), mode=0o600, dir_mode=0o777)
 
 
 def reported(record, last_good, findings):
