@@ -89,23 +89,34 @@ def slower_phases(phases, last_good, ratio, min_seconds):
     return slower
 
 
-def slower_findings(phases, last_good, ratio, min_seconds):
+def slower_findings(phases, last_good, ratio, min_seconds, caches=''):
     """preflight-shaped findings (id, severity, title, message, fix, evidence) for each phase of ``phases`` slower
-    than in ``last_good`` (a record, see record_of)."""
+    than in ``last_good`` (a record, see record_of). ``caches`` names this start's compile caches (the release
+    directory, sglang-VERSION-ARCH): when the last good start had others, the message says they were new."""
     findings = []
     last_good = last_good or {}
+    new_caches = _new_caches(caches, last_good.get('caches') or '')
     for name, now, then in slower_phases(phases, last_good.get('phases'), ratio, min_seconds):
         findings.append({
             'id': FINDING_ID,
             'severity': 'warning',
             'title': 'this start was slower than the last good one in %s' % PHASE_WORDS[name],
-            'message': '%s took %.1fs, %.1fx the %.1fs of the last good start (%s).' % (
-                PHASE_WORDS[name], now, now / then if then else float('inf'), then, last_good.get('at') or '?'),
+            'message': '%s took %.1fs, %.1fx the %.1fs of the last good start (%s).%s' % (
+                PHASE_WORDS[name], now, now / then if then else float('inf'), then, last_good.get('at') or '?',
+                new_caches),
             'fix': _FIXES[name],
             'evidence': {'phase': name, 'seconds': now, 'last_good_seconds': then,
-                         'last_good_invocation': last_good.get('invocation', '')},
+                         'last_good_invocation': last_good.get('invocation', ''), 'caches': caches,
+                         'last_good_caches': last_good.get('caches') or ''},
         })
     return findings
+
+
+def _new_caches(caches, last_good_caches):
+    if not caches or not last_good_caches or caches == last_good_caches:
+        return ''
+    return (' Its compile caches were new (%s; the last good start used %s): a new SGLang or GPU compiles its '
+            'kernels once, and the next start of the same finds them.' % (caches, last_good_caches))
 
 
 _FIXES = {
@@ -119,10 +130,10 @@ _FIXES = {
 }
 
 
-def record_of(host, startup, at, ready, config_hash=''):
-    """The stored form of a start: what the record keeps per host."""
+def record_of(host, startup, at, ready, caches=''):
+    """The stored form of a start: what the record keeps per host (``caches``: its compile caches' directory)."""
     return {'host': host, 'invocation': startup.get('invocation', ''), 'at': at, 'ready': bool(ready),
-            'phases': dict(startup.get('phases') or {}), 'config_hash': config_hash}
+            'phases': dict(startup.get('phases') or {}), 'caches': caches}
 
 
 def last_good(records, invocation):

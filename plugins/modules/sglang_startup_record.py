@@ -46,6 +46,12 @@ options:
     description: A slower phase must also have taken at least this many seconds more to be a finding.
     type: float
     default: 30
+  caches:
+    description:
+      - The directory of this start's compile caches (C(sglang-VERSION-ARCH)); a slower start whose last good start
+        had other caches says that its caches were new.
+    type: str
+    default: ''
   keep:
     description: Starts kept per host.
     type: int
@@ -108,6 +114,7 @@ ARGUMENT_SPEC = dict(
     results_dir=dict(type='path', required=True),
     slower_ratio=dict(type='float', default=1.5),
     slower_min_seconds=dict(type='float', default=30),
+    caches=dict(type='str', default=''),
     keep=dict(type='int', default=50),
 )
 
@@ -147,13 +154,13 @@ def main():
         module.exit_json(changed=False, path=path, findings=[],
                          startup=reported(newest, None, []) if newest else {})
     at = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
-    record = sglang_startup.record_of(params['host'], startup, at, params['ready'])
+    record = sglang_startup.record_of(params['host'], startup, at, params['ready'], params['caches'])
     known = [r for r in records if r.get('invocation') == record['invocation']]
     if known:
         record['at'] = known[-1].get('at') or at
     last_good = sglang_startup.last_good(records, record['invocation'])
     findings = sglang_startup.slower_findings(record['phases'], last_good, params['slower_ratio'],
-                                              params['slower_min_seconds'])
+                                              params['slower_min_seconds'], params['caches'])
     updated = sglang_startup.add_record(records, record, params['keep'])
     changed = updated != records
     if changed and not module.check_mode:

@@ -111,7 +111,22 @@ def test_the_finding_says_the_phase_the_figures_and_the_fix():
                                   '(2026-12-01T10:00:00Z).')
     assert 'DeepGEMM' in finding['fix']
     assert finding['evidence'] == {'phase': 'graphs_captured', 'seconds': 627.0, 'last_good_seconds': 27.0,
-                                   'last_good_invocation': 'abc'}
+                                   'last_good_invocation': 'abc', 'caches': '', 'last_good_caches': ''}
+
+
+def test_a_slower_start_with_new_compile_caches_says_so_and_the_same_caches_say_nothing():
+    slow = dict(GOOD, graphs_captured=690.0, warmed_up=695.0, ready=696.0)
+    last = {'invocation': 'abc', 'at': '2026-12-01T10:00:00Z', 'phases': GOOD, 'caches': 'sglang-0.5.23-sm90'}
+    upgraded = sglang_startup.slower_findings(slow, last, 1.5, 30, 'sglang-0.5.24-sm90')[0]
+    assert upgraded['message'].endswith(
+        '(2026-12-01T10:00:00Z). Its compile caches were new (sglang-0.5.24-sm90; the last good start used '
+        'sglang-0.5.23-sm90): a new SGLang or GPU compiles its kernels once, and the next start of the same finds '
+        'them.')
+    assert (upgraded['evidence']['caches'], upgraded['evidence']['last_good_caches']) == (
+        'sglang-0.5.24-sm90', 'sglang-0.5.23-sm90')
+    for caches in ('sglang-0.5.23-sm90', ''):
+        same = sglang_startup.slower_findings(slow, last, 1.5, 30, caches)[0]
+        assert same['message'].endswith('(2026-12-01T10:00:00Z).'), same['message']
 
 
 def test_the_last_good_start_is_another_invocation_that_reached_ready():
@@ -209,3 +224,13 @@ def test_check_mode_compares_and_writes_nothing(tmp_path, capsys):
 def test_thresholds_that_make_no_sense_are_refused(tmp_path, capsys):
     rc, result = record(tmp_path, capsys, {'invocation': 'a', 'phases': GOOD}, slower_ratio=0.5)
     assert rc == 1 and 'slower_ratio must be 1 or more' in result['msg']
+
+
+def test_the_record_keeps_each_starts_caches_and_an_upgraded_start_says_they_were_new(tmp_path, capsys):
+    record(tmp_path, capsys, {'invocation': 'a', 'phases': GOOD}, caches='sglang-0.5.23-sm90')
+    slow = dict(GOOD, weights_loaded=400.0, kv_cache_allocated=403.0, graphs_captured=430.0, warmed_up=435.0,
+                ready=436.0)
+    rc, upgraded = record(tmp_path, capsys, {'invocation': 'b', 'phases': slow}, caches='sglang-0.5.24-sm90')
+    assert 'Its compile caches were new (sglang-0.5.24-sm90;' in upgraded['findings'][0]['message']
+    kept = json.loads((tmp_path / 'startups' / 'gpu-1.json').read_text())
+    assert [r['caches'] for r in kept] == ['sglang-0.5.23-sm90', 'sglang-0.5.24-sm90']
