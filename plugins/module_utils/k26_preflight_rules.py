@@ -500,12 +500,14 @@ def check_deepgemm(ctx):
     evidence = {"gpu.compute_capabilities": capabilities, "quantization": sglang_deepgemm.quantization_config(config)}
     if not used:  # said for a quantized model only, whose operators may expect DeepGEMM's compile (Kimi K2's FP8 had it)
         return found("%s; nothing to precompile." % why, "nothing to do", evidence) if evidence["quantization"] else None
-    return found("%s. Its kernels compile at the first start of an SGLang release on these GPUs with these "
-                 "shapes (SGLang's estimate: 10-20 minutes) and stay in the service's cache "
-                 "(sglang_service_cache_dir/sglang-VERSION-ARCH/deep_gemm) for every later start. SGLang's "
-                 "precompile runs a whole server on the GPUs, so it cannot run beside a serving one." % why,
-                 "pay it ahead where a first start must be fast: run python -m sglang.compile_deep_gemm with the "
-                 "serving options (and a free port) while the service is stopped", evidence)
+    return found("%s. Its kernels compile once per SGLang release, GPU and shapes (SGLang's estimate: 10-20 "
+                 "minutes) and stay in the service's cache (sglang_service_cache_dir/sglang-VERSION-ARCH/deep_gemm). "
+                 "The deploy precompiles them (sglang_service_deepgemm_precompile auto) before a start whose "
+                 "configuration has not been compiled on the host; SGLang's precompile runs a whole server on the "
+                 "GPUs, so before a restart the running server is stopped first." % why,
+                 "nothing to do; for a change that must not stop the server for the compile, deploy it in a "
+                 "maintenance window, or set sglang_service_deepgemm_precompile never to let the start compile",
+                 evidence)
 
 
 def check_model_too_large(ctx):

@@ -50,7 +50,7 @@ def _option_name(name):
     return OPTION_ALIASES.get(key, key)
 
 
-def _options(options):
+def long_option_names(options):
     """Options by their long names; of two spellings of one option the later wins, as on a command line."""
     return {_option_name(key): value for key, value in (options or {}).items()}
 
@@ -244,7 +244,7 @@ def uses_deepgemm(compute_capability, options, environment, model_config=None):
         where += ' (the pinned sgl-deep-gemm 0.2.3.post2 has the sm_120 kernels SGLang asks for)'
     if model_config is None:
         return True, 'DeepGEMM is on for %s; whether it compiles anything depends on the model' % where
-    used, why = _model_uses_deepgemm(_options(options), environment, model_config)
+    used, why = _model_uses_deepgemm(long_option_names(options), environment, model_config)
     if used:
         return True, 'DeepGEMM is on for %s and used: %s' % (where, why)
     return False, 'DeepGEMM is on for %s but unused: %s' % (where, why)
@@ -276,7 +276,7 @@ KERNEL_OPTION_KEYS = (
 
 def kernel_options(options):
     """The options, by long name, that change the compiled kernels (KERNEL_OPTION_KEYS); unset ones (None) left out."""
-    named = _options(options)
+    named = long_option_names(options)
     return {key: _canonical_value(named[key]) for key in KERNEL_OPTION_KEYS if named.get(key) is not None}
 
 
@@ -413,3 +413,44 @@ def cache_env(cache_dir):
     for name, sub in CACHE_SUBDIRS:
         env[name] = base + '/' + sub
     return env
+
+
+# ---------------------------------------------------------------------------------------------------- the deploy's step
+
+#: auto: precompile when the model, so served on these GPUs, calls DeepGEMM (uses_deepgemm); always: whatever this
+#: module concludes (a model it cannot read or trace); never: leave the compiling to the server's own start
+PRECOMPILE_MODES = ('auto', 'always', 'never')
+
+
+def precompile_plan(mode, used, why, compiled, start_coming, nnodes=1):
+    """(run, reason in words): whether the deploy precompiles DeepGEMM's kernels before the start that is coming.
+
+    ``used``/``why`` are uses_deepgemm's answer (``used`` None when the model's config.json could not be read),
+    ``compiled`` whether a precompile for this configuration's cache_key already ran on the host and its kernels are
+    still in the cache, ``start_coming`` whether the deploy starts the server (a first start, or a restart for a
+    changed configuration): a server that keeps running keeps the kernels it has.
+    """
+    if mode not in PRECOMPILE_MODES:
+        raise ValueError('mode must be one of %s, not %r' % (', '.join(PRECOMPILE_MODES), mode))
+    if mode == 'never':
+        return False, 'precompiling is off: a start compiles the kernels it needs itself'
+    if mode == 'auto' and used is None:
+        return False, ("the model's config.json is not on the host, so whether it calls DeepGEMM is unknown: a start "
+                       "compiles what it needs itself (mode always precompiles anyway)")
+    if mode == 'auto' and not used:
+        return False, why
+    if compiled:
+        return False, 'the kernels of this configuration were precompiled on this host already'
+    if not start_coming:
+        return False, 'no start is coming: the running server keeps the kernels it compiled'
+    if int(nnodes or 1) > 1:
+        return False, ('a multi-node instance compiles at its start: a precompile would need every node at once, '
+                       'like the start itself')
+    return True, why if used else 'mode always: precompiling whatever the model'
+
+
+def precompiled_marker(marker, deep_gemm_dir, entries):
+    """Whether a precompile's ``marker`` (the record it left, a dict, or None) still holds: it names the DeepGEMM
+    cache directory the configuration compiles into, and that directory has ``entries`` (a cache emptied by hand
+    must be compiled again)."""
+    return bool(marker) and marker.get('deep_gemm_dir') == str(deep_gemm_dir) and entries > 0

@@ -10,7 +10,8 @@ The record:
 * ``rollback``: what the rollback did: ``attempted``, ``ready``, ``msg``, and its own ``wait``;
 * ``benchmark``: the benchmark sweep's result; ``benchmark_error``: why the sweep could not run;
 * ``restarted``: this run restarted the service (None when not known);
-* ``startup``: the start this run caused, as kept on the controller (phases, last good start, findings).
+* ``startup``: the start this run caused, as kept on the controller (phases, last good start, findings);
+* ``precompile``: the DeepGEMM precompile this run ran before its start (seconds, key, unit).
 
 Every transition returns a new record; the one it is given may be None (a run that has not started one).
 """
@@ -28,7 +29,7 @@ class OutcomeError(ValueError):
 
 def start():
     return {'wait': None, 'failure': None, 'rollback': None, 'benchmark': None, 'benchmark_error': '',
-            'restarted': None, 'startup': None}
+            'restarted': None, 'startup': None, 'precompile': None}
 
 
 def _next(outcome, **changes):
@@ -76,7 +77,9 @@ def rescued(outcome, failed_result):
     if wait and not wait.get('ready'):
         return failed(outcome, wait)
     task = failed_result or {}
-    return failed(outcome, {'msg': task.get('msg') or 'a task of the deploy failed', 'journal_excerpt': []})
+    return failed(outcome, {'msg': task.get('msg') or 'a task of the deploy failed',
+                            'reason': task.get('reason_code') or 'error',
+                            'journal_excerpt': task.get('journal_excerpt') or []})
 
 
 def benchmarked(outcome, benchmark, error='', gate_fails=True):
@@ -136,6 +139,12 @@ def started_up(outcome, startup):
     return _next(outcome, startup=startup or None)
 
 
+def precompiled(outcome, precompile):
+    """The DeepGEMM precompile this run ran before its start (sglang_deepgemm_precompile's result)."""
+    keep = ('seconds', 'key', 'unit', 'reason', 'record')
+    return _next(outcome, precompile=dict((name, (precompile or {}).get(name)) for name in keep))
+
+
 _FROM_WAIT = ('reason', 'phase', 'model_ids', 'restarts', 'timeline', 'unit_state', 'last_log_line',
               'journal_excerpt', 'node')
 _WAIT_DEFAULTS = {'model_ids': [], 'restarts': 0, 'timeline': {}, 'unit_state': {}, 'last_log_line': '',
@@ -179,6 +188,7 @@ def result(outcome, service, extra=None):
         rollback_outcome=rollback.get('msg') or '',
         benchmark=outcome.get('benchmark'),
         startup=outcome.get('startup') or wait.get('startup') or None,
+        precompile=outcome.get('precompile'),
     )
     fields.update(extra or {})
     return sglang_result.check(fields)
@@ -195,6 +205,7 @@ TRANSITIONS = {
     'rolled_back': rolled_back,
     'restarted': restarted,
     'started_up': started_up,
+    'precompiled': precompiled,
 }
 
 

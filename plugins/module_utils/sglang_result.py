@@ -39,6 +39,7 @@ FIELDS = {
     'layout': (dict, 'the tensor and pipeline parallel sizes served and why (sglang_service_layout)'),
     'startup': (dict, 'the start this run caused: seconds to each phase (weights_loaded ... ready), the last good '
                       'start and the findings of a slower one'),
+    'precompile': (dict, "the DeepGEMM precompile this run ran before its start: seconds, key, unit, reason, record"),
     'model': (dict, "the model's files on the host (the sglang_model role's sglang_model_state): source, staged, ready, "
                     'files, shards, total_bytes, digest, msg, prewarm'),
     'benchmark': (dict, "the benchmark sweep: levels, diagnosis, changes against the baseline, gate, files"),

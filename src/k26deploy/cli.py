@@ -268,6 +268,14 @@ def format_startup(startup: dict[str, Any]) -> str:
             + (f" | last good start: ready {last:.1f}s" if last is not None else ""))
 
 
+def format_precompile(precompile: dict[str, Any]) -> str:
+    """DeepGEMM precompiled before the start in 812.3s (configuration 1f2e..., unit ...)."""
+    seconds = precompile.get("seconds")
+    took = f" in {seconds:.1f}s" if isinstance(seconds, (int, float)) else ""
+    return (f"DeepGEMM kernels precompiled before the start{took} (configuration {precompile.get('key') or '?'}, "
+            f"{precompile.get('reason') or ''})")
+
+
 def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool = False) -> None:
     """A short human summary of the run, one block per host."""
     duration = f" in {result.duration:.1f}s" if result.duration is not None else ""
@@ -306,6 +314,8 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
             out.write(f"    {format_finding(finding)}\n")
         if (host.model or {}).get("staged"):
             out.write(f"    {format_model(host.model)}\n")
+        if host.precompile:
+            out.write(f"    {format_precompile(host.precompile)}\n")
         if host.startup:
             out.write(f"    {format_startup(host.startup)}\n")
         for finding in (host.startup or {}).get("findings") or []:

@@ -103,6 +103,7 @@ SUMMARY_FIELDS = (
     "workers",
     "benchmark",
     "startup",
+    "precompile",
     "model",
 )
 
@@ -275,6 +276,8 @@ class HostResult:
     #: process start to weights_loaded, kv_cache_allocated, graphs_captured, warmed_up, ready), ``durations``,
     #: ``last_good`` and ``findings`` (K26-START-SLOWER)
     startup: dict[str, Any] | None = None
+    #: the DeepGEMM precompile the deploy ran before its start: ``seconds``, ``key``, ``unit``, ``reason``, ``record``
+    precompile: dict[str, Any] | None = None
     #: the model's files on the host (the sglang_model role): ``source``, ``staged``, ``ready``, ``files``,
     #: ``shards``, ``total_bytes``, ``digest``, ``msg``, ``prewarm`` (state, bytes, seconds, reason)
     model: dict[str, Any] | None = None

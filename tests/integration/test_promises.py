@@ -343,6 +343,49 @@ def test_every_start_reports_its_timeline_and_a_slower_one_is_a_finding(changes,
         startup["invocation"], shown["invocation"]]
 
 
+# ---------------------------------------------------------------- DeepGEMM's kernels, precompiled
+
+PRECOMPILE = {"sglang_service_deepgemm_precompile": "always", "sglang_service_deepgemm_precompile_timeout": 15}
+DEEP_GEMM_DIR = "/var/cache/sglang/sglang-0.5.23-cpu/deep_gemm"
+
+
+def test_kernels_are_precompiled_before_the_start_that_needs_them_and_a_failed_precompile_is_rolled_back(changes):
+    # The simulator's compile mode stands for `python -m sglang.compile_deep_gemm` (which needs a GPU): a whole
+    # server on a loopback port, polled until it serves, then a request; "kernels" in the DeepGEMM cache.
+    box, inventory, runs = changes
+    before = invocation(box)
+    first = dict(PRECOMPILE, sglang_service_environment={"K26_TEST_PRECOMPILE": "1"})
+    rc, out, err = cli(runs, "precompile-first", "deploy", "-i", inventory, "--json", "-e", json.dumps(first))
+    assert rc == 0, err
+    host = json.loads(out)["hosts"][box.name]
+    precompile = host["precompile"]
+    assert host["ready"] and invocation(box) != before and precompile["seconds"] > 0, precompile
+    record = "/var/lib/k26deploy/deepgemm/sglang/%s.json" % precompile["key"]
+    assert box.exec("stat -c %U:%a " + record).stdout.split() == ["root:644"]
+    # ran as the service's user with its environment file: the kernels are the service's, in this release's cache
+    kernels = box.exec("find %s -type f -printf '%%u %%p\\n'" % DEEP_GEMM_DIR).stdout.split("\n")
+    assert kernels[0].startswith("sglang %s/" % DEEP_GEMM_DIR), kernels
+    journal = box.exec("journalctl -o cat --no-pager -u %s" % precompile["unit"]).stdout
+    assert "DeepGEMM Kernels compilation finished successfully." in journal and key_of(inventory) not in journal
+    # the same configuration again: nothing to compile, nothing restarts
+    again = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "precompile-again", extra_vars=first)
+    assert again.exit_code == 0 and again.hosts[box.name].precompile is None, again.to_json()
+    assert invocation(box) == json.loads(out)["hosts"][box.name]["unit_state"]["InvocationID"]
+    # a change of the kernels (chunked-prefill-size) whose precompile fails: the server was stopped for it, so the
+    # previous configuration is restored and serves again; no record for the failed configuration
+    served_files = managed_files(box)
+    failing = dict(PRECOMPILE, sglang_service_options={"chunked-prefill-size": 4096},
+                   sglang_service_environment={"K26_TEST_PRECOMPILE": "1", "SGLANG_SIM_FAILURE": "crash_loading"})
+    rc, out, err = cli(runs, "precompile-failed", "deploy", "-i", inventory, "--json", "-e", json.dumps(failing))
+    assert rc == 1, out
+    host = json.loads(out)["hosts"][box.name]
+    assert (host["reason"], host["rolled_back"]) == ("precompile_timeout", True), host
+    assert "did not finish within its timeout of 15s" in host["msg"], host["msg"]
+    assert "TimeoutError: DeepGEMM Kernels compilation timeout." in host["journal_excerpt"]
+    assert managed_files(box) == served_files and box.systemctl("is-active", "--quiet", UNIT, check=False).returncode == 0
+    assert box.exec("ls /var/lib/k26deploy/deepgemm/sglang").stdout.split() == ["%s.json" % precompile["key"]]
+
+
 # ---------------------------------------------------------------- the model's files
 
 MODEL_DIR = "/srv/models/k26-test"

@@ -243,7 +243,7 @@ CASES = [
     ("K26-DEEPGEMM", "K2.6's INT4 weights on Blackwell", ctx(model=dict(MODEL_OK, config=K26_INT4)), "info",
      "unused: INT4 weights (W4A16, compressed-tensors, as Kimi K2.6 ships)"),
     ("K26-DEEPGEMM", "K2's block-FP8 weights on H200", ctx(gpu=H200X8_HGX, model=dict(MODEL_OK, config=K2_FP8)), "info",
-     "cannot run beside a serving one"),
+     "The deploy precompiles them (sglang_service_deepgemm_precompile auto)"),
 ]
 RULES = {rule.id: rule for rule in r.RULES}
 

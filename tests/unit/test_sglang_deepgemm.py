@@ -316,3 +316,41 @@ def test_the_services_caches_are_those_of_its_release_and_gpus():
     assert dg.cache_release_dir('/c', '0.5.23', ['9.0', '10.0']) == '/c/sglang-0.5.23-sm90+sm100'
     assert dg.cache_release_dir('/c', '0.5.23', []) == '/c/sglang-0.5.23-cpu'
     assert dg.cache_release_dir('/c', '../x y', None) == '/c/sglang-.._x_y-cpu'
+
+
+# ---------------------------------------------------------------------------------------------------- the deploy's step
+
+USED = (True, 'block-FP8 weights')
+UNUSED = (False, 'INT4 weights: no layer calls DeepGEMM')
+UNKNOWN = (None, '')
+
+
+@pytest.mark.parametrize('mode, use, compiled, coming, nnodes, run, says', [
+    ('auto', USED, False, True, 1, True, 'block-FP8'),
+    ('always', UNUSED, False, True, 1, True, 'mode always'),
+    ('always', UNKNOWN, False, True, 1, True, 'mode always'),
+    ('never', USED, False, True, 1, False, 'off'),
+    ('auto', UNUSED, False, True, 1, False, 'INT4'),
+    ('auto', UNKNOWN, False, True, 1, False, 'config.json is not on the host'),
+    ('auto', USED, True, True, 1, False, 'precompiled on this host already'),
+    ('always', USED, True, True, 1, False, 'precompiled on this host already'),
+    ('auto', USED, False, False, 1, False, 'no start is coming'),
+    ('auto', USED, False, True, 2, False, 'multi-node'),
+])
+def test_the_deploy_precompiles_only_for_a_start_that_needs_it(mode, use, compiled, coming, nnodes, run, says):
+    needed, reason = dg.precompile_plan(mode, use[0], use[1], compiled, coming, nnodes)
+    assert needed is run
+    assert says in reason
+
+
+def test_an_unknown_precompile_mode_is_refused():
+    with pytest.raises(ValueError, match='auto, always, never'):
+        dg.precompile_plan('sometimes', True, '', False, True)
+
+
+def test_a_precompile_record_holds_only_while_its_cache_is_there():
+    record = {'key': 'ab', 'deep_gemm_dir': '/var/cache/sglang/sglang-0.5.23-sm90/deep_gemm'}
+    assert dg.precompiled_marker(record, '/var/cache/sglang/sglang-0.5.23-sm90/deep_gemm', 3)
+    assert not dg.precompiled_marker(record, '/var/cache/sglang/sglang-0.5.23-sm90/deep_gemm', 0)
+    assert not dg.precompiled_marker(record, '/var/cache/sglang/sglang-0.5.24-sm90/deep_gemm', 3)
+    assert not dg.precompiled_marker(None, '/var/cache/sglang/sglang-0.5.23-sm90/deep_gemm', 3)

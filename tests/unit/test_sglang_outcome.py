@@ -160,3 +160,24 @@ def test_a_result_of_the_role_has_every_field_but_the_other_publishers():
 ])
 def test_restarted_compares_the_invocation_before_with_the_one_sglang_ready_saw_last(steps, before, restarted):
     assert deploy(*steps, ("restarted", before))["restarted"] is restarted
+
+
+PRECOMPILE_FAILED = {"failed": True, "msg": "the DeepGEMM precompile failed (exit 1) after 31.0s", "ran": False,
+                     "reason_code": "precompile_failed", "journal_excerpt": ["TimeoutError: DeepGEMM Kernels ..."]}
+
+
+def test_a_failed_precompile_speaks_with_its_reason_and_journal_before_any_wait():
+    record = deploy(("rescued", PRECOMPILE_FAILED), ("rolled_back", dict(READY, elapsed=4.0)))
+    result = outcome.result(record, SERVICE)
+    assert (result["ready"], result["reason"], result["msg"]) == (False, "precompile_failed", PRECOMPILE_FAILED["msg"])
+    assert result["journal_excerpt"] == PRECOMPILE_FAILED["journal_excerpt"] and result["rolled_back"] is True
+
+
+def test_a_precompile_that_ran_is_in_the_result_without_the_modules_other_keys():
+    ran = {"changed": True, "ran": True, "needed": True, "seconds": 812.3, "key": "0123456789abcdef",
+           "unit": "sglang-deepgemm-0123456789abcdef-1.service", "reason": "block-FP8 weights", "record": "/r.json",
+           "journal_excerpt": ["DeepGEMM Kernels compilation finished successfully."]}
+    result = outcome.result(deploy(("precompiled", ran), ("waited", READY)), SERVICE)
+    assert result["precompile"] == {"seconds": 812.3, "key": "0123456789abcdef", "unit": ran["unit"],
+                                    "reason": "block-FP8 weights", "record": "/r.json"}
+    assert outcome.result(deploy(("waited", READY)), SERVICE)["precompile"] is None

@@ -255,6 +255,23 @@ def test_a_weight_file_that_is_no_safetensors_fails_before_the_service_is_touche
             host.file(CONFIG).content_string) == before
 
 
+def test_the_deepgemm_precompile_runs_real_sglangs_own_command_before_the_restart(host):
+    """SGLang's `python -m sglang.compile_deep_gemm` for the serving configuration (no DeepGEMM on a CPU, but the
+    rest is real: the config file merged by the deployer's command, the key dropped, a whole server on a loopback
+    port, its poll and its request), run as the service's user before the restart that a change causes."""
+    before = host.check_output("systemctl show sglang.service --property=InvocationID --value")
+    rc, result = k26deploy("deploy", "-e", "sglang_service_deepgemm_precompile=always",
+                           "-e", '{"sglang_service_environment": {"K26_MOLECULE_PRECOMPILE": "1"}}')
+    outcome = result["hosts"][HOST]
+    assert rc == 0 and outcome["ready"] and outcome["precompile"]["seconds"] > 0, outcome
+    said = host.check_output("journalctl --no-pager -o cat -u %s" % outcome["precompile"]["unit"])
+    assert "Begin DeepGEMM Kernels compilation" in said and "DeepGEMM Kernels compilation finished successfully." \
+        in said, said[-3000:]
+    assert KEY not in said
+    assert host.check_output("systemctl show sglang.service --property=InvocationID --value") != before
+    assert [m["id"] for m in json.loads(curl(host, "/v1/models"))["data"]] == [MODEL]
+
+
 def test_a_model_real_sglang_cannot_load_fails_with_its_own_error_and_rolls_back(host):
     """Last: it restarts the service twice (the broken model, then the rollback). The model's verification is
     turned off (sglang_model_source none) so that real SGLang meets the broken file itself."""
