@@ -64,7 +64,9 @@ def timeline(entries, start_us, ready_us=None):
     """The start-up timeline: ``phase_ends`` plus ``ready`` when sglang_ready saw it ready at ``ready_us``."""
     ends = phase_ends(entries, start_us)
     if ready_us is not None and ready_us >= start_us:
-        ends[READY] = round((ready_us - start_us) / 1e6, 3)
+        # SGLang answers /health before its "fired up" line reaches the journal: a poll can see it ready a few ms
+        # before that line's timestamp. Ready is never before the phases it follows.
+        ends[READY] = max([round((ready_us - start_us) / 1e6, 3)] + list(ends.values()))
     return dict((name, ends[name]) for name in PHASE_NAMES if name in ends)
 
 

@@ -280,13 +280,47 @@ def compile_command(params, port):
 
 
 def systemd_run_argv(params, unit, command):
-    """The transient unit: the service's user, environment file and home, the whole cgroup stopped at the deadline."""
+    """The transient unit: the service's user, environment file and home, the whole cgroup stopped at the deadline.
+    It stays loaded once its process ended (RemainAfterExit), so its result can be read; systemd-run starts it and
+    returns (its --wait needs the D-Bus daemon, which a host without one lacks: systemctl does not)."""
     return ['systemd-run', '--unit', unit, '--description', 'DeepGEMM precompile for %s' % params['name'],
             '--uid', params['user'], '--gid', params['group'], '--working-directory', params['working_dir'],
             '--property', 'EnvironmentFile=%s' % params['env_file'],
             '--property', 'RuntimeMaxSec=%d' % (params['timeout'] + DEADLINE_GRACE),
             '--property', 'KillMode=control-group', '--property', 'TimeoutStopSec=30',
-            '--service-type=exec', '--wait', '--collect', '--quiet', '--'] + command
+            '--property', 'RemainAfterExit=yes', '--service-type=exec', '--quiet', '--'] + command
+
+
+UNIT_PROPERTIES = ('ActiveState', 'SubState', 'Result', 'ExecMainCode', 'ExecMainStatus')
+
+
+def outcome_of(properties):
+    """running, succeeded, timeout or failed, from the transient unit's properties (systemctl show)."""
+    state = properties.get('ActiveState', '')
+    if state == 'active' and properties.get('SubState') == 'exited':
+        return 'succeeded' if properties.get('Result') == 'success' else 'failed'
+    if state in ('failed', 'inactive'):
+        return 'timeout' if properties.get('Result') == 'timeout' else 'failed'
+    return 'running'
+
+
+def unit_properties(module, unit):
+    rc, out, dummy = module.run_command(['systemctl', 'show', unit] + ['--property=' + name
+                                                                       for name in UNIT_PROPERTIES])
+    return dict(line.split('=', 1) for line in out.splitlines() if '=' in line) if rc == 0 else {}
+
+
+def wait_for(module, unit, deadline):
+    """The unit's outcome; 'timeout' when it still runs at ``deadline`` (monotonic), after systemd stopped it."""
+    while True:
+        properties = unit_properties(module, unit)
+        outcome = outcome_of(properties)
+        if outcome != 'running':
+            return outcome, properties
+        if time.monotonic() > deadline:
+            module.run_command(['systemctl', 'stop', unit])
+            return 'timeout', properties
+        time.sleep(1)
 
 
 def journal_excerpt(module, unit, lines):
@@ -304,16 +338,23 @@ def precompile(module, params, key):
         module.fail_json(msg='a path of the precompile holds a "$", which systemd would expand: %s' % command)
     started = time.monotonic()
     rc, dummy, err = module.run_command(systemd_run_argv(params, unit, command))
+    if rc != 0:
+        module.fail_json(msg='systemd-run could not start the DeepGEMM precompile: %s' % err.strip(),
+                         reason_code='precompile_failed', needed=True, ran=False, key=key, unit=unit)
+    outcome, properties = wait_for(module, unit, started + params['timeout'] + 2 * DEADLINE_GRACE)
     seconds = round(time.monotonic() - started, 1)
     excerpt = journal_excerpt(module, unit, params['journal_lines'])
-    if rc != 0:
-        timed_out = seconds >= params['timeout']
-        what = 'did not finish within its timeout of %ds' % params['timeout'] if timed_out else 'failed (exit %d)' % rc
+    module.run_command(['systemctl', 'stop', unit])
+    module.run_command(['systemctl', 'reset-failed', unit])
+    if outcome != 'succeeded':
+        timed_out = outcome == 'timeout' or seconds >= params['timeout']
+        what = ('did not finish within its timeout of %ds' % params['timeout'] if timed_out else
+                'failed (%s, status %s)' % (properties.get('Result') or '?', properties.get('ExecMainStatus') or '?'))
         module.fail_json(msg='the DeepGEMM precompile %s (%.1fs), before the server was started with this '
                              'configuration; its journal (%s) says: %s' % (what, seconds, unit,
-                                                                           ' | '.join(excerpt[-5:]) or err.strip()),
-                         reason_code='precompile_timeout' if timed_out else 'precompile_failed', needed=True,
-                         ran=False, key=key, seconds=seconds, unit=unit, journal_excerpt=excerpt,
+                                                                           ' | '.join(excerpt[-5:])),
+                         reason_code='precompile_timeout' if timed_out else 'precompile_failed',
+                         needed=True, ran=False, key=key, seconds=seconds, unit=unit, journal_excerpt=excerpt,
                          reason='the precompile failed', record='', uses_deepgemm=None)
     return seconds, unit, excerpt
 

@@ -291,6 +291,30 @@ def prove_idempotence(proof, args):
                 f"{describe(again)}, InvocationID {before[:8]} -> {after[:8]}")
 
 
+def prove_precompile(proof, args):
+    """A DeepGEMM precompile (the stand-in's compile mode: a whole server that takes mem-fraction-static of the GPUs)
+    before a restart: it can only succeed once the serving server has given its GPUs back."""
+    precompile_vars = deploy_vars(args, sglang_service_deepgemm_precompile="always",
+                                  sglang_service_deepgemm_precompile_timeout=300,
+                                  sglang_service_environment={"K26_PROOF_PRECOMPILE": "1"})
+    before = unit_prop("InvocationID")
+    result = k26deploy.deploy(str(INVENTORY), precompile_vars)
+    host = host_of(result)
+    precompile = host.precompile or {}
+    said = run(["journalctl", "-o", "cat", "--no-pager", "-u", precompile.get("unit") or "none"]).stdout
+    finished = "DeepGEMM Kernels compilation finished successfully." in said
+    proof.check("DeepGEMM precompile on the freed GPUs before the restart",
+                result.exit_code == 0 and host.ready and finished and unit_prop("InvocationID") != before,
+                f"{describe(result)}; precompile {precompile.get('seconds')} s in {precompile.get('unit')}, "
+                f"finished={finished}")
+    if not host.ready:
+        print(host.msg, host.journal_excerpt, said[-4000:], sep="\n", flush=True)
+    again = k26deploy.deploy(str(INVENTORY), precompile_vars)
+    proof.check("the same configuration again: no precompile, no restart",
+                again.exit_code == 0 and host_of(again).precompile is None and host_of(again).changed == 0,
+                describe(again))
+
+
 def prove_oom_rollback(proof, args):
     good_config = Path("/etc/sglang/sglang.yaml").read_text()
     started = time.monotonic()
@@ -371,6 +395,7 @@ def main():
         prove_exposure(proof)
         prove_load_and_idle(proof, args)
         prove_idempotence(proof, args)
+        prove_precompile(proof, args)
         prove_oom_rollback(proof, args)
         prove_manual_rollback(proof, args)
         if args.bench:

@@ -3,6 +3,8 @@ what it decides from the model on the host, the record of a precompile and the c
 itself runs in a transient systemd unit: tests/integration/test_promises.py runs it under real systemd."""
 import json
 
+import pytest
+
 from module_runner import run_module
 from test_sglang_deepgemm import K26_CONFIG, K2_CONFIG
 
@@ -69,4 +71,19 @@ def test_the_command_is_sglangs_precompile_on_loopback_or_the_simulators_compile
                        '--sim-compile-deep-gemm'] and sim[-4:] == ['--port', '41234', '--timeout', '1800']
     unit = module.systemd_run_argv(params, 'sglang-deepgemm-x.service', real)
     assert unit[unit.index('--'):] == ['--'] + real
-    assert 'RuntimeMaxSec=1860' in unit and 'EnvironmentFile=/etc/sglang/s.env' in unit and '--wait' in unit
+    assert 'RuntimeMaxSec=1860' in unit and 'EnvironmentFile=/etc/sglang/s.env' in unit
+    # no --wait: it needs the D-Bus daemon; the unit stays loaded after its process ended, for its result
+    assert '--wait' not in unit and 'RemainAfterExit=yes' in unit
+
+
+@pytest.mark.parametrize('properties, outcome', [
+    ({'ActiveState': 'activating', 'SubState': 'start'}, 'running'),
+    ({'ActiveState': 'active', 'SubState': 'running'}, 'running'),
+    ({'ActiveState': 'active', 'SubState': 'exited', 'Result': 'success'}, 'succeeded'),
+    ({'ActiveState': 'failed', 'SubState': 'failed', 'Result': 'exit-code', 'ExecMainStatus': '1'}, 'failed'),
+    ({'ActiveState': 'failed', 'SubState': 'failed', 'Result': 'timeout'}, 'timeout'),
+    ({'ActiveState': 'inactive', 'SubState': 'dead', 'Result': 'success'}, 'failed'),  # gone before it was read
+    ({}, 'running'),
+])
+def test_the_transient_units_properties_say_how_the_precompile_ended(properties, outcome):
+    assert module.outcome_of(properties) == outcome

@@ -47,6 +47,9 @@ def test_ready_is_when_the_poll_saw_it_and_phases_keep_their_order():
     phases = sglang_startup.timeline(entries, START, ready_us=START + 94_400_000)
     assert list(phases) == ['weights_loaded', 'kv_cache_allocated', 'graphs_captured', 'warmed_up', 'ready']
     assert phases['ready'] == 94.4
+    # a poll that saw it ready 30 ms before the fired-up line reached the journal: ready is that line's time
+    early = sglang_startup.timeline(entries, START, ready_us=START + 93_970_000)
+    assert early['ready'] == early['warmed_up'] == 94.0
 
 
 def test_a_start_without_graphs_or_warm_up_has_only_what_it_reached():
