@@ -191,6 +191,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm
 from ansible_collections.k26.deploy.plugins.module_utils.k26_files import write_atomically
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_probe import SglangProbe
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import path_and_parents, untrusted
 
 ARGUMENT_SPEC = dict(
@@ -291,11 +292,8 @@ def systemd_run_argv(params, unit, command):
             '--property', 'RemainAfterExit=yes', '--service-type=exec', '--quiet', '--'] + command
 
 
-UNIT_PROPERTIES = ('ActiveState', 'SubState', 'Result', 'ExecMainCode', 'ExecMainStatus')
-
-
 def outcome_of(properties):
-    """running, succeeded, timeout or failed, from the transient unit's properties (systemctl show)."""
+    """running, succeeded, timeout or failed, from the transient unit's properties (SglangProbe.unit_properties)."""
     state = properties.get('ActiveState', '')
     if state == 'active' and properties.get('SubState') == 'exited':
         return 'succeeded' if properties.get('Result') == 'success' else 'failed'
@@ -304,30 +302,17 @@ def outcome_of(properties):
     return 'running'
 
 
-def unit_properties(module, unit):
-    rc, out, dummy = module.run_command(['systemctl', 'show', unit] + ['--property=' + name
-                                                                       for name in UNIT_PROPERTIES])
-    return dict(line.split('=', 1) for line in out.splitlines() if '=' in line) if rc == 0 else {}
-
-
-def wait_for(module, unit, deadline):
+def wait_for(module, probe, deadline):
     """The unit's outcome; 'timeout' when it still runs at ``deadline`` (monotonic), after systemd stopped it."""
     while True:
-        properties = unit_properties(module, unit)
+        properties = probe.unit_properties()
         outcome = outcome_of(properties)
         if outcome != 'running':
             return outcome, properties
         if time.monotonic() > deadline:
-            module.run_command(['systemctl', 'stop', unit])
+            module.run_command(['systemctl', 'stop', probe.unit])
             return 'timeout', properties
         time.sleep(1)
-
-
-def journal_excerpt(module, unit, lines):
-    module.run_command(['journalctl', '--sync'])
-    rc, out, dummy = module.run_command(['journalctl', '--unit', unit, '--output', 'cat', '--no-pager',
-                                         '--lines', str(lines)])
-    return out.splitlines() if rc == 0 else []
 
 
 def precompile(module, params, key):
@@ -341,9 +326,11 @@ def precompile(module, params, key):
     if rc != 0:
         module.fail_json(msg='systemd-run could not start the DeepGEMM precompile: %s' % err.strip(),
                          reason_code='precompile_failed', needed=True, ran=False, key=key, unit=unit)
-    outcome, properties = wait_for(module, unit, started + params['timeout'] + 2 * DEADLINE_GRACE)
+    probe = SglangProbe(module, unit, url='')  # the unit only: its properties and its journal
+    outcome, properties = wait_for(module, probe, started + params['timeout'] + 2 * DEADLINE_GRACE)
     seconds = round(time.monotonic() - started, 1)
-    excerpt = journal_excerpt(module, unit, params['journal_lines'])
+    probe.sync_journal()
+    excerpt = probe.journal_lines([], params['journal_lines'])
     module.run_command(['systemctl', 'stop', unit])
     module.run_command(['systemctl', 'reset-failed', unit])
     if outcome != 'succeeded':
