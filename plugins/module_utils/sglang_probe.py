@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import socket
 import ssl
+import time
 
 from urllib.error import HTTPError, URLError
 
@@ -20,9 +22,14 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import i
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
     PROBE_HEALTH_GENERATE, UNIT_PROPERTIES, WARMUP_PATHS,
     falls_back, http_result, journal_matches, models_known, models_match, model_ids_from, parse_journal_json,
-    parse_systemctl_show, wants_http, classify_unit, warmup_probe_due,
+    parse_systemctl_show, stream_matches, wants_http, classify_unit, warmup_probe_due,
 )
 
+# journald's state file of each open stdout/stderr stream (it names the stream's unit): systemd's journald-stream.c
+JOURNAL_STREAMS_DIR = '/run/systemd/journal/streams'
+# how long an ended process's output may still be on its way into the journal; waited only while its stream is open
+STREAM_DRAIN_SECONDS = 5.0
+STREAM_POLL_SECONDS = 0.1
 REQUEST_TIMEOUT = 2.0            # seconds, every fast endpoint
 HEALTH_GENERATE_TIMEOUT = 5.0    # /health_generate runs a one-token generation and sleeps >= 1 s
 MAX_BODY_BYTES = 1024 * 1024
@@ -102,6 +109,46 @@ def http_request(url, path=None, method='GET', api_key=None, body=None, timeout=
         return http_result(path, classify_exception(exc), error='%s: %s' % (type(exc).__name__, exc))
 
 
+def stream_units(texts):
+    """The units named by journald stream state files (their ``UNIT=`` line), from the files' texts."""
+    units = set()
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith('UNIT='):
+                units.add(line[len('UNIT='):].strip())
+    return units
+
+
+def open_stream_units(directory=JOURNAL_STREAMS_DIR):
+    """The units with an open stdout stream to journald now; None when the directory cannot be read."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    texts = []
+    for name in names:
+        try:
+            with open(os.path.join(directory, name)) as handle:
+                texts.append(handle.read())
+        except (OSError, UnicodeDecodeError):
+            continue  # closed meanwhile
+    return stream_units(texts)
+
+
+def wait_for_streams_closed(unit, restarted=lambda: False, limit=STREAM_DRAIN_SECONDS,
+                            directory=JOURNAL_STREAMS_DIR, mono=time.monotonic, sleep=time.sleep):
+    """Wait until journald holds no open stream of ``unit`` (at most ``limit`` seconds); whether it closed. Stops
+    early when ``restarted()``: a new process of the unit (systemd's Restart=) holds a stream of its own."""
+    deadline = mono() + limit
+    while True:
+        units = open_stream_units(directory)
+        if units is None or unit not in units:
+            return True
+        if mono() >= deadline or restarted():
+            return False
+        sleep(STREAM_POLL_SECONDS)
+
+
 class SglangProbe(object):
     """Looks at one systemd unit and one SGLang HTTP endpoint."""
 
@@ -127,10 +174,14 @@ class SglangProbe(object):
             return {'_error': (err or out or 'systemctl show exited %d' % rc).strip()}
         return parse_systemctl_show(out)
 
+    def main_process_runs(self):
+        return self.unit_properties().get('MainPID', '0') not in ('', '0')
+
     # -- journal -----------------------------------------------------------
-    def journal_lines(self, invocation_ids, entries):
+    def journal_lines(self, invocation_ids, entries, streams=False):
         """Message lines of the last ``entries`` journal entries of the given invocations,
-        oldest first; of the unit (``-u``) only when no invocation is known."""
+        oldest first; of the unit (``-u``) only when no invocation is known. ``streams``: also the lines of the
+        invocations' output streams that journald stored without the invocation (read after the unit stopped)."""
         if not self.journalctl:
             return []
         cmd = [self.journalctl, '--no-pager', '-q', '-o', 'json', '-n', str(max(1, entries))]
@@ -139,6 +190,9 @@ class SglangProbe(object):
         else:
             cmd += ['-u', self.unit]
         rc, out, err = self.module.run_command(cmd, environ_update=self.env)
+        more = stream_matches(out) if streams and invocation_ids else []
+        if more:
+            rc, out, err = self.module.run_command(cmd + more, environ_update=self.env)
         return parse_journal_json(out)
 
     def start_journal(self, invocation_id, entries):
@@ -150,8 +204,15 @@ class SglangProbe(object):
         rc, out, err = self.module.run_command(cmd, environ_update=self.env)
         return out
 
-    def sync_journal(self):
-        """Ask journald to store what the service wrote before it died (needs root; best effort)."""
+    def sync_journal(self, ended=False):
+        """Ask journald to store what the service wrote before it died (needs root; best effort).
+
+        ``ended``: the unit's processes have exited. Their last lines reach journald through the unit's stdout
+        stream, which journald may read after systemd's own "Main process exited" (under load, seconds later);
+        ``journalctl --sync`` does not wait for it. So first wait, bounded, until journald has closed every stream
+        of the unit: then everything the processes wrote is in the journal."""
+        if ended:
+            wait_for_streams_closed(self.unit, restarted=self.main_process_runs)
         if self.journalctl:
             self.module.run_command([self.journalctl, '--sync'], environ_update=self.env)
 

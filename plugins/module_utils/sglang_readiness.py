@@ -553,6 +553,23 @@ def journal_matches(invocation_ids):
     return args
 
 
+def stream_matches(text):
+    """journalctl match arguments ORing in the stdout streams (``_STREAM_ID``) of the entries in ``journalctl -o
+    json`` output: a line journald read from a stream after the unit stopped carries no invocation id any more."""
+    streams = []
+    for raw in (text or '').splitlines():
+        try:
+            stream = json.loads(raw).get('_STREAM_ID')
+        except (ValueError, AttributeError):
+            continue
+        if stream and stream not in streams:
+            streams.append(stream)
+    args = []
+    for stream in streams:
+        args += ['+', '_STREAM_ID=%s' % stream]
+    return args
+
+
 def clean_line(text):
     """Strip ANSI colours, trailing white space and secrets, and bound the length."""
     text = redact_log_line(ANSI_RE.sub('', text).rstrip())

@@ -329,7 +329,7 @@ def precompile(module, params, key):
     probe = SglangProbe(module, unit, url='')  # the unit only: its properties and its journal
     outcome, properties = wait_for(module, probe, started + params['timeout'] + 2 * DEADLINE_GRACE)
     seconds = round(time.monotonic() - started, 1)
-    probe.sync_journal()
+    probe.sync_journal(ended=outcome != 'timeout')
     excerpt = probe.journal_lines([], params['journal_lines'])
     module.run_command(['systemctl', 'stop', unit])
     module.run_command(['systemctl', 'reset-failed', unit])

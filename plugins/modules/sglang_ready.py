@@ -460,6 +460,12 @@ def startup_of(probe, state, props, previous_invocation):
             'phases': sglang_startup.timeline(entries, int(start_us), ready_us)}
 
 
+def process_ended(obs):
+    """Whether the unit's main process has exited (its output may still be on its way to the journal)."""
+    props = obs.get('unit') or {}
+    return bool(props) and props.get('MainPID', '0') in ('', '0')
+
+
 def final_result(probe, state, settings, decision, obs, journal_lines, check_mode, invocations=(),
                  previous_invocation=None):
     """The complete result of an ended wait (journal read here, after the decision)."""
@@ -473,9 +479,9 @@ def final_result(probe, state, settings, decision, obs, journal_lines, check_mod
         excerpt = []
     else:
         if not check_mode:
-            probe.sync_journal()
+            probe.sync_journal(ended=process_ended(obs))
         entries = JOURNAL_SCAN_ENTRIES if state['invocation_ids'] else journal_lines
-        lines = probe.journal_lines(state['invocation_ids'], max(entries, journal_lines))
+        lines = probe.journal_lines(state['invocation_ids'], max(entries, journal_lines), streams=True)
         excerpt = journal_excerpt(lines, tail=journal_lines)
     elapsed = elapsed_since(state)
     result = base_result(state, elapsed)
@@ -486,7 +492,8 @@ def final_result(probe, state, settings, decision, obs, journal_lines, check_mod
         journal_excerpt=excerpt,
         last_log_line=last_line(lines),
         restarted_since=restarted,
-        startup=startup_of(probe, state, obs.get('unit') or {}, previous_invocation),
+        # a look in check mode (status, logs) caused no start: its poll is not when the server became ready
+        startup={} if check_mode else startup_of(probe, state, obs.get('unit') or {}, previous_invocation),
     )
     result['msg'] = build_msg(reason, state, settings, obs.get('unit') or {}, elapsed,
                               key_line=key_error_line(lines) if not ready else '',

@@ -71,6 +71,23 @@ def test_crash_while_loading(container):
     assert "torch.OutOfMemoryError" in res["msg"]
 
 
+def test_a_crash_excerpt_holds_the_last_words_that_reach_the_journal_after_systemd_s_own_lines(container):
+    """The process's stderr reaches journald through the unit's stream, which journald may read after systemd's
+    "Main process exited" (a loaded machine): here a child of the main process holds the stream open and writes the
+    error 1.5 s after the main process exited (KillMode=process keeps it), deterministically later than systemd's
+    lines. The excerpt must wait for the stream to close and hold that line."""
+    script = '(sleep 1.5; echo "RuntimeError: the real cause, written last" >&2) & echo starting; exit 2'
+    # started 4 s late (ExecStartPre), so that the wait is already watching when the main process exits
+    container.write_unit("late-words", "/bin/sh -c '%s'" % script,
+                         extra_service="KillMode=process\nExecStartPre=/bin/sleep 4")
+    container.systemctl("reset-failed", "late-words", check=False)
+    container.systemctl("start", "--no-block", "late-words")
+    res = wait(container, "late-words", "http://127.0.0.1:31999")
+    assert res["failed"] and res["reason"] == "unit_failed", res.get("msg")
+    assert "Main process exited" in excerpt(res)
+    assert "RuntimeError: the real cause, written last" in excerpt(res), excerpt(res)
+
+
 def test_crash_loop_with_restart_on_failure(container):
     url = start_sim(container, "sim-loop", failure="crash_loading", restart="on-failure")
     res = wait(container, "sim-loop", url)

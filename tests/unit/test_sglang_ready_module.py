@@ -53,11 +53,11 @@ class FakeProbe(object):
         t, props, models, warmup = step
         return {'elapsed': t, 'unit': props, 'models': models, 'warmup': warmup}
 
-    def journal_lines(self, invocation_ids, entries):
+    def journal_lines(self, invocation_ids, entries, streams=False):
         FakeProbe.calls.append(('journal', list(invocation_ids), entries))
         return list(FakeProbe.journal)
 
-    def sync_journal(self):
+    def sync_journal(self, ended=False):
         FakeProbe.calls.append(('sync',))
 
 

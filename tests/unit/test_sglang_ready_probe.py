@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import is_loopback_url as is_loopback
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_probe as probe_mod
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_probe import SglangProbe, classify_exception
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROBE_HEALTH_GENERATE, PROBE_READY, new_state, Settings
 
@@ -250,3 +251,54 @@ def test_observe_reports_systemctl_failure():
     state = new_state(0.0, 0.0)
     obs = probe.observe(state, settings(), 1.0)
     assert obs['unit'] == {} and state['unit_error'] == 'boom'
+
+
+# -- the unit's output streams, after its process ended ------------------------------------------------------------
+# journald's state file of an open stream, as systemd 252 writes it (seen in the test image)
+STREAM_FILE = ("# This is private data. Do not parse\nPRIORITY=30\nLEVEL_PREFIX=1\nFORWARD_TO_SYSLOG=0\n"
+               "FORWARD_TO_KMSG=0\nFORWARD_TO_CONSOLE=0\nSTREAM_ID=03a737c4020b4b3796d79ba874bc2ae2\n"
+               "IDENTIFIER=python3\nUNIT=%s")
+
+
+def test_the_units_with_an_open_stream_come_from_journald_s_state_files(tmp_path):
+    (tmp_path / "9:1").write_text(STREAM_FILE % "sglang.service")
+    (tmp_path / "9:2").write_text(STREAM_FILE % "dbus.service")
+    assert probe_mod.open_stream_units(str(tmp_path)) == {"sglang.service", "dbus.service"}
+    assert probe_mod.open_stream_units(str(tmp_path / "absent")) is None
+
+
+def test_the_wait_for_the_streams_ends_when_the_unit_s_stream_closes_or_at_its_bound(tmp_path):
+    state = tmp_path / "9:1"
+    state.write_text(STREAM_FILE % "sglang.service")
+    clock = {"now": 0.0}
+
+    def sleep(seconds):  # journald closes the stream 0.3 s after the wait began
+        clock["now"] += seconds
+        if clock["now"] >= 0.3 and state.exists():
+            state.unlink()
+    assert probe_mod.wait_for_streams_closed("sglang.service", directory=str(tmp_path), mono=lambda: clock["now"],
+                                             sleep=sleep) is True
+    assert 0.3 <= clock["now"] < 0.5
+    state.write_text(STREAM_FILE % "sglang.service")
+    clock["now"] = 0.0
+    assert probe_mod.wait_for_streams_closed("sglang.service", limit=1.0, directory=str(tmp_path),
+                                             mono=lambda: clock["now"], sleep=lambda s: clock.update(now=clock["now"] + s)) is False
+    assert 1.0 <= clock["now"] < 1.2
+    clock["now"] = 0.0
+    assert probe_mod.wait_for_streams_closed("sglang.service", restarted=lambda: True, directory=str(tmp_path),
+                                             mono=lambda: clock["now"], sleep=lambda s: clock.update(now=clock["now"] + s)) is False
+    assert clock["now"] == 0.0  # a restarted unit's new process holds its own stream: no wait
+    assert probe_mod.wait_for_streams_closed("other.service", directory=str(tmp_path), mono=lambda: 0.0,
+                                             sleep=lambda s: pytest.fail("waited for another unit's stream")) is True
+
+
+def test_the_excerpt_adds_the_invocation_s_streams_whose_late_lines_lost_the_invocation():
+    stream = '{"MESSAGE": "starting", "_SYSTEMD_INVOCATION_ID": "%s", "_STREAM_ID": "5f0c"}' % INV1
+    systemd = '{"MESSAGE": "Main process exited", "INVOCATION_ID": "%s"}' % INV1
+    late = '{"MESSAGE": "RuntimeError: late", "_STREAM_ID": "5f0c"}'
+    module = FakeModule()
+    answers = iter([(0, stream + "\n" + systemd + "\n", ""), (0, stream + "\n" + systemd + "\n" + late + "\n", "")])
+    module.run_command = lambda cmd, **kw: (module.commands.append(cmd), next(answers))[1]
+    probe = SglangProbe(module, 'sglang.service', 'http://127.0.0.1:30000')
+    assert probe.journal_lines([INV1], 100, streams=True) == ["starting", "Main process exited", "RuntimeError: late"]
+    assert module.commands[1][-2:] == ['+', '_STREAM_ID=5f0c']
