@@ -31,6 +31,8 @@ PHASE_WORDS = dict((name, words) for name, dummy, words in PHASES)
 PHASE_WORDS[READY] = 'the readiness check'
 
 FINDING_ID = 'K26-START-SLOWER'
+#: a phase that took less than this at the last good start is no base for a ratio (a poll's few milliseconds)
+MIN_BASE_SECONDS = 1.0
 
 
 def journal_entries(text):
@@ -103,15 +105,20 @@ def slower_findings(phases, last_good, ratio, min_seconds, caches=''):
             'id': FINDING_ID,
             'severity': 'warning',
             'title': 'this start was slower than the last good one in %s' % PHASE_WORDS[name],
-            'message': '%s took %.1fs, %.1fx the %.1fs of the last good start (%s).%s' % (
-                PHASE_WORDS[name], now, now / then if then else float('inf'), then, last_good.get('at') or '?',
-                new_caches),
+            'message': '%s took %.1fs, %s (%s).%s' % (
+                PHASE_WORDS[name], now, _compared(now, then), last_good.get('at') or '?', new_caches),
             'fix': _FIXES[name],
             'evidence': {'phase': name, 'seconds': now, 'last_good_seconds': then,
                          'last_good_invocation': last_good.get('invocation', ''), 'caches': caches,
                          'last_good_caches': last_good.get('caches') or ''},
         })
     return findings
+
+
+def _compared(now, then):
+    if then < MIN_BASE_SECONDS:
+        return 'where the last good start took under %.0fs' % MIN_BASE_SECONDS
+    return '%.1fx the %.1fs of the last good start' % (now / then, then)
 
 
 def _new_caches(caches, last_good_caches):

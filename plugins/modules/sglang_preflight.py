@@ -83,6 +83,8 @@ options:
     description:
       - Rule id to V(error), V(warning), V(info) or V(off), for example V(K26-CUDA-GRAPH-OFF=error), or
         V(K26-DRIVER-TOO-OLD=warning) when the driver role is about to upgrade the driver.
+      - The module's action plugin puts the inventory variable C(k26_preflight_severity_overrides) on top of these,
+        so that every command (deploy, preflight, status) applies the operator's overrides the same way.
     type: dict
     default: {}
   strict:

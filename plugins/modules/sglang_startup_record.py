@@ -30,6 +30,14 @@ options:
       - Empty (no start this run caused) reads the record without adding to it.
     type: dict
     required: true
+  invocation:
+    description:
+      - With an empty O(startup), the InvocationID running now (what C(k26deploy status) sees): the start reported is
+        that invocation's, as the deploy that caused it recorded it; a start no deploy recorded (started by hand, or by
+        systemd after a crash) is reported as not observed (C(observed) false), never timed from this look.
+      - Without it, the host's newest recorded start.
+    type: str
+    default: ''
   ready:
     description: Whether this start reached ready (only such a start is a later start's last good one).
     type: bool
@@ -81,7 +89,8 @@ startup:
   description:
     - This start (C(invocation), C(phases), the seconds from the process start to each phase's end, C(durations), how
       long each phase took) with C(last_good) (the record it was compared with, or null) and C(findings).
-    - Without a start, the host's newest recorded start, or an empty dict when it has none.
+    - Without a start, the recorded start of O(invocation) (or the newest), with the findings the deploy that caused
+      it saw; C(observed) is false when no deploy recorded the start running now.
   returned: success
   type: dict
   sample: {"invocation": "0c1f6f6a", "phases": {"weights_loaded": 412.0, "ready": 470.5},
@@ -115,6 +124,7 @@ ARGUMENT_SPEC = dict(
     slower_ratio=dict(type='float', default=1.5),
     slower_min_seconds=dict(type='float', default=30),
     caches=dict(type='str', default=''),
+    invocation=dict(type='str', default=''),
     keep=dict(type='int', default=50),
 )
 
@@ -137,7 +147,21 @@ def reported(record, last_good, findings):
     return {'invocation': record.get('invocation', ''), 'at': record.get('at', ''), 'ready': record.get('ready'),
             'phases': record.get('phases') or {}, 'durations': sglang_startup.durations(record.get('phases') or {}),
             'last_good': last_good and dict((key, last_good.get(key)) for key in ('invocation', 'at', 'phases')),
-            'findings': findings}
+            'findings': findings, 'observed': True}
+
+
+def recorded(records, invocation, params):
+    """The recorded start of ``invocation`` (the newest without one) as its deploy saw it: compared with the last
+    good start before it. A start no deploy recorded is reported as not observed."""
+    index = next((i for i in range(len(records) - 1, -1, -1)
+                  if not invocation or records[i].get('invocation') == invocation), None)
+    if index is None:
+        return {'invocation': invocation, 'observed': False} if invocation else {}
+    record = records[index]
+    last_good = sglang_startup.last_good(records[:index], record.get('invocation'))
+    findings = sglang_startup.slower_findings(record.get('phases') or {}, last_good, params['slower_ratio'],
+                                              params['slower_min_seconds'], record.get('caches') or '')
+    return reported(record, last_good, findings)
 
 
 def main():
@@ -150,9 +174,8 @@ def main():
     records = read_records(path)
     startup = params['startup'] or {}
     if not startup.get('invocation'):
-        newest = records[-1] if records else None
-        module.exit_json(changed=False, path=path, findings=[],
-                         startup=reported(newest, None, []) if newest else {})
+        seen = recorded(records, params['invocation'], params)
+        module.exit_json(changed=False, path=path, findings=seen.get('findings', []), startup=seen)
     at = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
     record = sglang_startup.record_of(params['host'], startup, at, params['ready'], params['caches'])
     known = [r for r in records if r.get('invocation') == record['invocation']]

@@ -261,6 +261,9 @@ def format_model(model: dict[str, Any]) -> str:
 
 def format_startup(startup: dict[str, Any]) -> str:
     """start-up (seconds from the process start): weights 61.0s, KV cache 63.3s, ... | last good: ready 90.1s."""
+    if startup.get("observed") is False:
+        return ("start-up: not observed (no deploy started the invocation running now: started by hand, "
+                "or by systemd after a crash)")
     phases = startup.get("phases") or {}
     shown = ", ".join(f"{words} {phases[name]:.1f}s" for name, words in STARTUP_PHASES if name in phases)
     last = ((startup.get("last_good") or {}).get("phases") or {}).get("ready")

@@ -643,7 +643,7 @@ def _take_summary(result: HostResult, summary: Any) -> None:
     if not isinstance(summary, Mapping):
         return
     result.summary = dict(summary)
-    if "time_to_ready" not in summary:
+    if summary.get("time_to_ready") is None:
         result.time_to_ready = None  # e.g. status.yml observes once: its check's elapsed is no time to ready
     for name in SUMMARY_FIELDS:
         if name in summary and summary[name] is not None:

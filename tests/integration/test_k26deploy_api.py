@@ -106,6 +106,23 @@ def test_cli_status_json(target):
     data = json.loads(proc.stdout)
     assert data["hosts"][box.name]["ready"] is True
     assert data["hosts"][box.name]["model_id"] == "kimi-k2.6"
+    host = data["hosts"][box.name]
+    # a read-only command: it changes nothing, times no start, and reports the running invocation's start as the
+    # deploy that caused it recorded it
+    assert host["changed"] == 0 and data["stats"][box.name]["changed"] == 0, data["stats"]
+    assert host["time_to_ready"] is None
+    running = box.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
+    assert host["startup"]["invocation"] == running and host["startup"]["observed"] is True, host["startup"]
+    # the inventory's severity overrides hold in status as in preflight (one place applies them)
+    severities = {finding["id"]: finding["severity"] for finding in host["findings"]}
+    assert severities["K26-PUBLIC-WITHOUT-TLS"] == "info", host["findings"]
+    # a start no deploy caused (by hand) is reported as not observed, never timed from status's own poll
+    box.systemctl("restart", "sglang.service")
+    again = json.loads(subprocess.run([str(VENV_BIN / "k26deploy"), "status", "-i", inventory, "--json"], check=True,
+                                      capture_output=True, text=True, cwd=ROOT, timeout=300).stdout)
+    startup = again["hosts"][box.name]["startup"]
+    assert startup["observed"] is False and "phases" not in startup, startup
+    assert not [f for f in again["hosts"][box.name]["findings"] if f["id"] == "K26-START-SLOWER"]
 
 
 def test_rollback_of_a_port_and_key_change_waits_on_the_restored_server(target):

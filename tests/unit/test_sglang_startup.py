@@ -237,3 +237,48 @@ def test_the_record_keeps_each_starts_caches_and_an_upgraded_start_says_they_wer
     assert 'Its compile caches were new (sglang-0.5.24-sm90;' in upgraded['findings'][0]['message']
     kept = json.loads((tmp_path / 'startups' / 'gpu-1.json').read_text())
     assert [r['caches'] for r in kept] == ['sglang-0.5.23-sm90', 'sglang-0.5.24-sm90']
+
+
+def test_a_look_in_check_mode_caused_no_start_and_times_none():
+    """status looks once (check mode): its poll is not when the server became ready, whatever the timeline says."""
+    class Probe(StartProbe):
+        def journal_lines(self, invocation_ids, entries, streams=False):
+            return []
+    decision = type('Decision', (), {'reason': 'ready', 'done': True})()
+    st = dict(state(timeline={'loading': 0.1, 'ready': 300.8}), invocation_ids=['new'], phase='ready', model_ids=[],
+              restarts=0, warmup_probe='ready')
+    obs = {'unit': {'ExecMainStartTimestampMonotonic': str(START), 'MainPID': '12'}}
+    settings = type('Settings', (), {})()
+    original = sglang_ready.build_msg
+    sglang_ready.build_msg = lambda *args, **kwargs: 'ready'
+    try:
+        looked = sglang_ready.final_result(Probe(JOURNAL), st, settings, decision, obs, 30, check_mode=True)
+        waited = sglang_ready.final_result(Probe(JOURNAL), st, settings, decision, obs, 30, check_mode=False)
+    finally:
+        sglang_ready.build_msg = original
+    assert looked['startup'] == {}
+    assert waited['startup']['invocation'] == 'new'
+
+
+def test_a_phase_under_a_second_at_the_last_good_start_is_no_base_for_a_ratio():
+    quick = dict(GOOD, ready=95.05)  # the poll saw it ready 50 ms after the warm-up
+    slow = dict(GOOD, ready=95.0 + 40.0)
+    findings = sglang_startup.slower_findings(slow, {'at': 'then', 'phases': quick}, 1.5, 30)
+    assert [f['evidence']['phase'] for f in findings] == ['ready']
+    assert findings[0]['message'].startswith('the readiness check took 40.0s, where the last good start took under 1s')
+    assert 'x the' not in findings[0]['message']
+
+
+def test_no_start_reads_the_running_invocation_as_its_deploy_recorded_it_or_says_it_was_not_observed(tmp_path, capsys):
+    record(tmp_path, capsys, {'invocation': 'a', 'phases': GOOD})
+    slow = dict(GOOD, weights_loaded=400.0, kv_cache_allocated=403.0, graphs_captured=430.0, warmed_up=435.0,
+                ready=436.0)
+    record(tmp_path, capsys, {'invocation': 'b', 'phases': slow})
+    record(tmp_path, capsys, {'invocation': 'c', 'phases': GOOD})
+    rc, running_b = record(tmp_path, capsys, {}, invocation='b')
+    assert rc == 0 and running_b['changed'] is False and running_b['startup']['observed'] is True
+    assert running_b['startup']['phases'] == slow and running_b['startup']['last_good']['invocation'] == 'a'
+    assert [f['evidence']['phase'] for f in running_b['findings']] == ['weights_loaded']  # as its deploy saw it
+    rc, by_hand = record(tmp_path, capsys, {}, invocation='d')
+    assert by_hand['changed'] is False and by_hand['startup'] == {'invocation': 'd', 'observed': False}
+    assert by_hand['findings'] == []
