@@ -99,9 +99,9 @@ while not os.path.exists("/tmp/k26-workers.stop"):
     when = time.monotonic()
     try:
         workers = json.load(urllib.request.urlopen(request, timeout=5))["workers"]
-    except Exception:  # a sample the router did not answer proves nothing either way
-        workers = None
-    if workers is not None:
+    except Exception as exc:  # an unanswered sample is a failed request: kept, roll_check.py fails on it
+        print(json.dumps([when, None, "%s: %s" % (type(exc).__name__, exc)]), flush=True)
+    else:
         print(json.dumps([when, [worker["url"] for worker in workers]]), flush=True)
     time.sleep(0.2)
 """

@@ -242,10 +242,15 @@ def demo_inventory(container, directory, *replicas, routers=(), router_vars=None
     return str(directory)
 
 
-def task_started(artifacts, task, timeout=600):
-    """Return once the ansible-runner events under ARTIFACTS show TASK started (runner_on_start)."""
-    wait_until(lambda: any("runner_on_start" in text and task in text for text in event_texts(artifacts)),
-               "task %r started" % task, timeout)
+def task_started(artifacts, task, timeout=600, running=None, output=None):
+    """Return once the ansible-runner events under ARTIFACTS show TASK started (runner_on_start). With RUNNING (the
+    run's Popen), a run that ends first fails at once, with what OUTPUT() returns (its last words)."""
+    def started():
+        if running is not None and running.poll() is not None:
+            raise AssertionError("the run ended (exit %s) before task %r started:\n%s"
+                                 % (running.returncode, task, output() if output else ""))
+        return any("runner_on_start" in text and task in text for text in event_texts(artifacts))
+    wait_until(started, "task %r started" % task, timeout)
 
 
 def task_ok_on(artifacts, task, host, timeout=600):

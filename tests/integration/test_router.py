@@ -168,28 +168,37 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
                                                                    "messages": [{"role": "user", "content": "long"}]}),
          "http://127.0.0.1:30000/v1/chat/completions"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     events = tmp_path / "stopped"
-    run = subprocess.Popen([str(VENV_BIN / "k26deploy"), "deploy", "-i", inventory, "-e", json.dumps(change),
-                            "--artifacts-dir", str(events)], cwd=ROOT, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    # The run's output goes to files, never to pipes nobody reads until it ends: the live view writes a line per
+    # task, and a full pipe would stop the run before the task this test waits for.
+    with open(tmp_path / "stopped.out", "w") as out, open(tmp_path / "stopped.err", "w") as err:
+        run = subprocess.Popen([str(VENV_BIN / "k26deploy"), "deploy", "-i", inventory, "-e", json.dumps(change),
+                                "--artifacts-dir", str(events)], cwd=ROOT, stdout=out, stderr=err, text=True)
+
+    def said():
+        return (tmp_path / "stopped.err").read_text()[-3000:]
     try:
-        task_started(events, LEAVE_TASK)
+        task_started(events, LEAVE_TASK, running=run, output=said)
         wait_until(lambda: "http://%s:30000" % first.name not in router_workers(router, inventory), "the replica left")
         assert running_requests(first) >= 1  # the drain waits for it
         run.send_signal(signal.SIGINT)
-        out, err = run.communicate(timeout=120)
+        run.wait(timeout=120)
     finally:
         for proc in (run, long_request):
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    assert run.returncode == 130, err[-3000:]
+    assert run.returncode == 130, said()
     assert 'SGLANG_SIM_LOAD_SECONDS="1"' in first.exec("cat /etc/sglang/sglang.env").stdout
     assert invocation(first) == before
     # left out of the router while it serves its old configuration
     assert router_workers(router, inventory) == {"http://%s:30000" % second.name: True}
-    again = k26deploy.deploy(inventory=inventory, extra_vars=dict(BOTH, **change), private_data_dir=tmp_path / "again")
+    # the CLI's --serial 2 (README) puts both replicas in one batch
+    proc = subprocess.run([str(VENV_BIN / "k26deploy"), "deploy", "-i", inventory, "-e", json.dumps(change),
+                           "--serial", "2", "--artifacts-dir", str(tmp_path / "again"), "--json", "-q"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, check=False)
     assert play_batches(tmp_path / "again", ROLLING_PLAY) == [[first.name, second.name]]  # two at a time
-    assert again.exit_code == 0 and again.hosts[first.name].restarted, again.to_json()
+    again = json.loads(proc.stdout)
+    assert proc.returncode == 0 and again["hosts"][first.name]["restarted"], proc.stderr[-3000:]
     assert invocation(first) != before
     assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
 

@@ -72,3 +72,10 @@ def test_the_batches_follow_the_run_not_the_inventory():
 def test_a_roll_that_breaks_a_promise_fails_with_the_reason(listing, ids, problem):
     rc, out = verdict(samples_of(listing), ids)
     assert rc == 1 and problem in out, out
+
+
+def test_a_sample_the_router_did_not_answer_fails_the_roll():
+    samples = samples_of(rolled)
+    samples[30] = [samples[30][0], None, "URLError: <urlopen error [Errno 111] Connection refused>"]
+    rc, out = verdict(samples, identities((5.5, 6), (15.5, 16), (25.5, 26)))
+    assert rc == 1 and "the router did not answer 1 of 200 samples (the first at 6.00: URLError" in out, out

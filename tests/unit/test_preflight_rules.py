@@ -108,6 +108,11 @@ CASES = [
     ("K26-CUDA-GRAPH-PARTIAL", "TP8 on H200 captures up to 512",
      ctx({"max-running-requests": 1024, "pp-size": 1, "tp-size": 8}, gpu=H200X8_HGX), "warning",
      "decode batches of 513 to 1024"),
+    # the boundary of that default: 256 below tp-size 4, 512 from tp-size 4 (same GPU, same batch)
+    ("K26-CUDA-GRAPH-PARTIAL", "tp-size 2 captures up to 256 on a 96 GB GPU",
+     ctx({"max-running-requests": 1024, "pp-size": 1, "tp-size": 2}), "warning", "decode batches of 257 to 1024"),
+    ("K26-CUDA-GRAPH-PARTIAL", "tp-size 4 captures up to 512 on a 96 GB GPU",
+     ctx({"max-running-requests": 1024, "pp-size": 1, "tp-size": 4}), "warning", "decode batches of 513 to 1024"),
     ("K26-CUDA-GRAPH-PARTIAL", "an explicit graph size above the batch",
      ctx({"max-running-requests": 4096, "cuda-graph-max-bs-decode": 512}), None, None),
     ("K26-CUDA-GRAPH-PARTIAL", "an explicit list below the micro-batch",

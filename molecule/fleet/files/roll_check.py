@@ -1,6 +1,7 @@
 """Did the roll drain each replica out of the router, `serial` replicas at a time, one batch after the other?
 
-stdin: {"samples": [[monotonic seconds, [worker URLs the router lists]], ...],
+stdin: {"samples": [[monotonic seconds, [worker URLs the router lists]], ...] (an unanswered sample is
+        [monotonic seconds, null, the error]: a request the router failed, which fails the roll),
         "replicas": [replica names], "serial": the roll's k26_serial (the batches are the replicas in the order
         they stopped, `serial` at a time: the run, not the inventory, decides the order),
         "identities": {name: {"InactiveEnterTimestampMonotonic": usec, "ExecMainStartTimestampMonotonic": usec}},
@@ -56,12 +57,23 @@ def check_batches(batches):
     return problems
 
 
+def unanswered(raw):
+    """Problems with the samples the router did not answer: each is a request it failed during the roll."""
+    failed = [sample for sample in raw if sample[1] is None]
+    if not failed:
+        return []
+    first = failed[0]
+    return ["the router did not answer %d of %d samples (the first at %.2f: %s)"
+            % (len(failed), len(raw), first[0], first[2] if len(first) > 2 else "no answer")]
+
+
 def main():
     data = json.load(sys.stdin)
-    samples = sorted((when, set(urls)) for when, urls in data["samples"])
+    problems = unanswered(data["samples"])
+    samples = sorted((sample[0], set(sample[1])) for sample in data["samples"] if sample[1] is not None)
     stopped = sorted((replica(data, name) for name in data["replicas"]), key=lambda one: one["stopped"])
     batches = [stopped[index:index + data["serial"]] for index in range(0, len(stopped), data["serial"])]
-    problems = check_batches(batches)
+    problems += check_batches(batches)
     for index, batch in enumerate(batches):
         next_stop = min(one["stopped"] for one in batches[index + 1]) if index + 1 < len(batches) else float("inf")
         for one in batch:
