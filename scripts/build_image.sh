@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/image.env
+# The image Molecule's scenarios name when K26_IMAGE is not exported: always this recipe's build.
+CURRENT=localhost/k26-systemd:current
 if podman image exists "$K26_IMAGE"; then
+  podman tag "$K26_IMAGE" "$CURRENT"
   exit 0
 fi
 mirror=${K26_DEBIAN_MIRROR:-}
@@ -28,4 +31,5 @@ rm -f "$rootfs.log"
 chroot "$rootfs" systemctl mask getty.target systemd-logind.service console-getty.service >/dev/null 2>&1 || true
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
 tar -C "$rootfs" -c . | podman import --change 'CMD ["/lib/systemd/systemd"]' - "$K26_IMAGE" >/dev/null
-echo "[image] built $K26_IMAGE"
+podman tag "$K26_IMAGE" "$CURRENT"
+echo "[image] built $K26_IMAGE (also $CURRENT)"

@@ -71,25 +71,25 @@ export ANSIBLE_CONFIG=$PWD/ansible.cfg
 source scripts/image.env
 export K26_IMAGE
 
+# Each part is scripts/part.sh PART, as `make PART` runs it alone.
 checks_lane() {
-  part "ansible-lint (production profile)" ansible-lint --profile production &&
-    part "ansible-test sanity (the collection k26.deploy)" tests/sanity/sanity.sh &&
-    part "the collection's changelog, docs and execution environment" tests/sanity/collection.sh &&
-    part "make demo, and its curls from this machine" scripts/demo_check.sh
+  part "ansible-lint (production profile)" scripts/part.sh lint &&
+    part "ansible-test sanity (the collection k26.deploy)" scripts/part.sh sanity &&
+    part "the collection's changelog, docs and execution environment" scripts/part.sh collection &&
+    part "make demo, and its curls from this machine" scripts/part.sh demo
 }
 
 # Two workers, a test file each at a time (a file's containers are set up once for its tests); tests/conftest.py
 # hands out the longest files first.
 pytest_lane() {
   part "set-up: real SGLang on CPU (installed in the background)" wait_for setup-sglang-cpu &&
-    part "pytest: unit and integration tests" python -m pytest -v -rs -p no:cacheprovider \
-    -n "${K26_TEST_WORKERS:-2}" --dist loadfile --durations=15 --junitxml="$TIMES/pytest.xml" tests
+    part "pytest: unit and integration tests" scripts/part.sh pytest
 }
 
-molecule_scenario() { molecule test -s "$1" 2>&1 | stamp "$TIMES/molecule-$1.log"; }
+molecule_default() { scripts/part.sh molecule 2>&1 | stamp "$TIMES/molecule-default.log"; }
 molecule_lane() {
   part "set-up: SGLang's wheels (downloaded in the background)" wait_for setup-sglang-wheelhouse &&
-    part "molecule: default (the real SGLang)" molecule_scenario default
+    part "molecule: default (the real SGLang)" molecule_default
 }
 
 failed=()

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One part of the test suite, the same way `make PART` and scripts/test.sh run it (after scripts/setup.sh):
+#   lint          ansible-lint, production profile
+#   sanity        ansible-test sanity of the collection k26.deploy
+#   collection    the collection's changelog, docs lint and execution environment
+#   demo          `make demo` and its curls from this machine
+#   unit          pytest tests/unit (pure logic and modules run in-process; a few real-SGLang checks)
+#   integration   pytest tests/integration (real systemd in podman containers)
+#   pytest        both pytest parts in one run (how `make test` balances them over the workers)
+#   molecule      Molecule `default`: the real SGLang 0.5.23 on the CPU
+#   fleet         Molecule `fleet`: two replicas and the router (by hand; test_router holds its checks)
+# pytest parts run on K26_TEST_WORKERS workers (2), a test file each at a time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PWD/.venv/bin:$PATH
+export ANSIBLE_CONFIG=$PWD/ansible.cfg
+source scripts/image.env
+export K26_IMAGE
+TIMES=${K26_TEST_TIMES:-$PWD/.cache/test-times}
+mkdir -p "$TIMES"
+
+pytest_on() {
+  exec python -m pytest -v -rs -p no:cacheprovider -n "${K26_TEST_WORKERS:-2}" --dist loadfile --durations=15 \
+    --junitxml="$TIMES/$1.xml" "${@:2}"
+}
+
+case ${1:-} in
+  lint) exec ansible-lint --profile production ;;
+  sanity) exec tests/sanity/sanity.sh ;;
+  collection) exec tests/sanity/collection.sh ;;
+  demo) exec scripts/demo_check.sh ;;
+  unit) pytest_on pytest-unit tests/unit ;;
+  integration) scripts/setup_sglang_cpu.sh && pytest_on pytest-integration tests/integration ;;
+  pytest) scripts/setup_sglang_cpu.sh && pytest_on pytest tests ;;
+  molecule) exec molecule test -s default ;;
+  fleet) exec molecule test -s fleet ;;
+  *) echo "usage: scripts/part.sh lint|sanity|collection|demo|unit|integration|pytest|molecule|fleet" >&2; exit 2 ;;
+esac
