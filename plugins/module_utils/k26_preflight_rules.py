@@ -28,7 +28,7 @@ import json
 import re
 from collections import namedtuple
 
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health, sglang_deepgemm, sglang_layout
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,
@@ -582,6 +582,30 @@ def check_driver_too_old(ctx):
                  dict(gpu_evidence(ctx, "driver_version", "cuda_driver_version"), min_driver_version=minimum))
 
 
+def check_gpu_health(ctx):
+    """A GPU that needs a reset or a reboot, or has an uncorrectable error since the driver loaded, fails a deploy
+    before anything changes; a slowdown or an application-level Xid warns (nvidia_health)."""
+    gpus = (ctx.get("gpu") or {}).get("gpus") or []
+    sick, evidence, worst = [], {}, None
+    for gpu in gpus:
+        health = gpu.get("health") or {}
+        problems = health.get("problems") or []
+        if not problems:
+            continue
+        name = "GPU %s (%s)" % (gpu.get("index"), gpu.get("pci_bus_id"))
+        sick.append("%s: %s" % (name, "; ".join(what for dummy, what in problems)))
+        evidence[name] = [what for dummy, what in problems]
+        verdict = health.get("verdict")
+        worst = verdict if worst is None or (verdict == ERROR and worst != ERROR) else worst
+    if not sick:
+        return None
+    severity = ERROR if worst == ERROR else WARNING if worst == WARNING else INFO
+    return found("%s." % " | ".join(sick),
+                 "reset the GPU (nvidia-smi -r, with nothing running on it) or reboot as the event says, and look at "
+                 "NVIDIA's Xid catalog for the Xid's investigatory action; a GPU that keeps failing needs service",
+                 evidence, severity)
+
+
 def check_open_kernel_module(ctx):
     if gpus_present(ctx) == 0:
         return None
@@ -731,6 +755,8 @@ RULES = (
     Rule("K26-MODEL-TOO-LARGE", ERROR, "model larger than the GPU memory budget", check_model_too_large),
     Rule("K26-DEEPGEMM", INFO, "DeepGEMM's kernels for this model on these GPUs", check_deepgemm),
     Rule("K26-CACHE-DISK", ERROR, "too little disk for the caches", check_cache_disk),
+    Rule("K26-GPU-HEALTH", ERROR, "a GPU is not healthy (Xid events, ECC, row remapping, reset required)",
+         check_gpu_health),
     Rule("K26-DRIVER-TOO-OLD", ERROR, "NVIDIA driver too old for CUDA 13", check_driver_too_old),
     Rule("K26-OPEN-KERNEL-MODULE", ERROR, "proprietary kernel module where the open one is required",
          check_open_kernel_module),

@@ -17,6 +17,8 @@ import os
 import re
 import time
 
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health
+
 # --query-gpu field -> (key in the facts, converter name)
 GPU_QUERY_FIELDS = (
     ("index", "index", "int"),
@@ -453,6 +455,8 @@ def empty_facts():
         "topology": {"links": [], "numa": [], "nvlink": [], "error": "no GPU"},
         "device_groups": {},
         "service_device_allow": [],
+        "kernel_events": [],
+        "kernel_log_error": None,
     }
 
 
@@ -516,11 +520,41 @@ def gather_facts(runner, host=None, nvidia_smi=None):
                                            key=lambda cc: version_tuple(cc) or ())
 
     facts["topology"] = gather_topology(runner, smi)
+    facts["kernel_events"], facts["kernel_log_error"] = gather_health(runner, smi, gpus)
     rc, out, err = runner([smi])
     banner = parse_banner(out if rc == 0 else "")
     facts["cuda_driver_version"] = banner["cuda_driver_version"]
     facts["driver_version"] = facts["driver_version"] or banner["driver_version"]
     return facts
+
+
+def gather_health(runner, nvidia_smi, gpus):
+    """Each GPU's ``health`` (nvidia_health: readings of ``nvidia-smi -q``, its kernel events since boot, problems,
+    verdict); returns the kernel's NVIDIA events of no listed GPU (NVSwitch SXids) and why the kernel log could not
+    be read (None when it could)."""
+    rc, out, err = runner([nvidia_smi, "-q"])
+    trees = nvidia_health.parse_smi_q(out if rc == 0 else "")
+    events, log_error = kernel_events(runner)
+    claimed = []
+    for gpu in gpus:
+        bus_id = str(gpu.get("pci_bus_id") or "").upper()
+        readings = nvidia_health.gpu_health(trees.get(bus_id) or {}) if bus_id in trees else {}
+        mine = [event for event in events if event["kind"] == "Xid" and nvidia_health.same_gpu(event["pci"], bus_id)]
+        claimed += mine
+        found = nvidia_health.problems(readings, mine)
+        gpu["health"] = {"readings": readings, "events": mine, "problems": [list(item) for item in found],
+                         "verdict": nvidia_health.verdict(found)}
+    return [event for event in events if event not in claimed], log_error
+
+
+def kernel_events(runner):
+    """The NVIDIA events in the kernel log since boot (dmesg, else the journal's kernel messages)."""
+    rc, out, err = runner(["dmesg", "--notime"])
+    if rc != 0:
+        rc, out, err = runner(["journalctl", "-k", "-b", "--no-pager", "-o", "cat"])
+    if rc != 0:
+        return [], (err or out or "exit status %d" % rc).strip()[:300] or "kernel log not readable"
+    return nvidia_health.parse_kernel_events(out), None
 
 
 def sample(runner, nvidia_smi, seconds, interval, clock=time.monotonic, sleep=time.sleep):

@@ -18,6 +18,7 @@ import time
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.urls import open_url
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import is_loopback_url
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
     PROBE_HEALTH_GENERATE, UNIT_PROPERTIES, WARMUP_PATHS,
@@ -215,6 +216,15 @@ class SglangProbe(object):
             wait_for_streams_closed(self.unit, restarted=self.main_process_runs)
         if self.journalctl:
             self.module.run_command([self.journalctl, '--sync'], environ_update=self.env)
+
+    def kernel_events_since(self, start_us):
+        """The kernel's NVIDIA events (Xid, SXid) since the unit's process started (monotonic microseconds), from
+        ``dmesg``; [] where the kernel log cannot be read (a container, no privilege)."""
+        dmesg = self.module.get_bin_path('dmesg')
+        if not dmesg or not str(start_us or '').isdigit():
+            return []
+        rc, out, err = self.module.run_command([dmesg], environ_update=self.env)
+        return nvidia_health.events_since(out, int(start_us) / 1e6) if rc == 0 else []
 
     # -- HTTP --------------------------------------------------------------
     def get(self, path, timeout=REQUEST_TIMEOUT):

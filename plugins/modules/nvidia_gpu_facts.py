@@ -120,6 +120,28 @@ gpus:
       type: float
       returned: always
       sample: 700.0
+    health:
+      description:
+        - The GPU's health, from C(nvidia-smi -q) and the kernel's NVIDIA events since boot (C(dmesg), else the
+          journal's kernel messages).
+        - C(readings) (uncorrectable ECC errors, volatile and aggregate; pending retired pages and remapped rows; a
+          failed remapping; the driver's recovery action; reset required; hardware slowdowns active now), C(events)
+          (this GPU's Xid lines, each with its meaning and NVIDIA's immediate action from the Xid catalog),
+          C(problems) (V([severity, text]) pairs) and C(verdict) (V(error) for a GPU that needs a reset or a reboot,
+          V(warning), V(info), or V(null) when healthy).
+      type: dict
+      returned: when nvidia-smi lists the GPU
+      sample: {"readings": {"ecc_uncorrectable_volatile": 0, "remapped_rows_pending": false, "slowdown": []},
+               "events": [], "problems": [], "verdict": null}
+kernel_events:
+  description: NVIDIA events in the kernel log that belong to no listed GPU (NVSwitch SXids, a GPU gone from the bus).
+  returned: always
+  type: list
+  elements: dict
+kernel_log_error:
+  description: Why the kernel log could not be read for GPU events (V(null) when it could).
+  returned: always
+  type: str
 driver_version:
   description: NVIDIA driver version.
   returned: always

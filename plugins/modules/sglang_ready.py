@@ -262,6 +262,9 @@ journal_excerpt:
   description:
     - Journal lines of the invocations of the unit seen during the wait (older runs excluded); error lines and
       whole tracebacks first, then the last O(journal_lines) lines, without repetitions.
+    - Then the kernel's NVIDIA events (Xid, SXid) since the unit's process started, each with its meaning and
+      NVIDIA's immediate action (for example C(kernel - Xid 79, GPU has fallen off the bus, NVIDIA RESTART_BM)),
+      where C(dmesg) can be read.
     - Empty when the server is ready.
   returned: when the wait ended
   type: list
@@ -326,7 +329,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import
     new_state, settings_from_params,
 )
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_probe import SglangProbe
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_startup
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health, sglang_startup
 
 # Journal entries looked at for an excerpt: enough for a long start-up's tail and its traceback.
 JOURNAL_SCAN_ENTRIES = 5000
@@ -466,6 +469,13 @@ def process_ended(obs):
     return bool(props) and props.get('MainPID', '0') in ('', '0')
 
 
+def kernel_excerpt(probe, obs):
+    """The GPUs' kernel events (Xid 79: the GPU fell off the bus ...) since the unit's process started, with their
+    meaning: beside a CUDA error in the journal they are the whole diagnosis."""
+    start_us = (obs.get('unit') or {}).get('ExecMainStartTimestampMonotonic', '')
+    return nvidia_health.excerpt_lines(probe.kernel_events_since(start_us))
+
+
 def final_result(probe, state, settings, decision, obs, journal_lines, check_mode, invocations=(),
                  previous_invocation=None):
     """The complete result of an ended wait (journal read here, after the decision)."""
@@ -482,7 +492,7 @@ def final_result(probe, state, settings, decision, obs, journal_lines, check_mod
             probe.sync_journal(ended=process_ended(obs))
         entries = JOURNAL_SCAN_ENTRIES if state['invocation_ids'] else journal_lines
         lines = probe.journal_lines(state['invocation_ids'], max(entries, journal_lines), streams=True)
-        excerpt = journal_excerpt(lines, tail=journal_lines)
+        excerpt = journal_excerpt(lines, tail=journal_lines) + kernel_excerpt(probe, obs)
     elapsed = elapsed_since(state)
     result = base_result(state, elapsed)
     result.update(

@@ -198,6 +198,11 @@ CASES = [
     ("K26-CACHE-DISK", "10 GiB free, device cpu: info", ctx({"device": "cpu"}, gpu=NO_GPU,
                                                             cache=dict(CACHE_OK, free_bytes=10 * GIB)),
      "info", "(device cpu)"),
+    ("K26-GPU-HEALTH", "healthy GPUs", ctx(), None, None),
+    ("K26-GPU-HEALTH", "GPU 3 fell off the bus", ctx(gpu=dict(RTX8, gpus=[
+        dict(gpu, health={"verdict": "error", "problems": [["error", "Xid 79 (GPU has fallen off the bus; NVIDIA: "
+                                                                      "RESTART_BM) on 0000:03:00"]]})
+        if gpu["index"] == 3 else gpu for gpu in RTX8["gpus"]])), "error", "GPU 3 (0000:03:00.0): Xid 79"),
     ("K26-DRIVER-TOO-OLD", "580.95.05", ctx(), None, None),
     ("K26-DRIVER-TOO-OLD", "no GPU: nothing", ctx(gpu=NO_GPU, simulator=True), None, None),
     ("K26-DRIVER-TOO-OLD", "575 driver", ctx(gpu=gpu_facts(8, "X", "12.0", 97887, driver="575.57.08", cuda="12.9")),

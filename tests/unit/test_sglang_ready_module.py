@@ -7,6 +7,7 @@ import yaml
 from ansible.plugins.action import ActionBase
 from ansible_collections.k26.deploy.plugins.action import sglang_benchmark as benchmark_action
 from ansible_collections.k26.deploy.plugins.action import sglang_ready as action
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROBE_READY, http_result
 from ansible_collections.k26.deploy.plugins.modules import sglang_ready
 from module_runner import run_module as run_shared
@@ -43,6 +44,7 @@ class FakeProbe(object):
     script = []
     journal = []
     calls = []
+    kernel = []
 
     def __init__(self, module, unit, url, **kwargs):
         self.systemctl = '/bin/systemctl'
@@ -60,12 +62,16 @@ class FakeProbe(object):
     def sync_journal(self, ended=False):
         FakeProbe.calls.append(('sync',))
 
+    def kernel_events_since(self, start_us):
+        return list(FakeProbe.kernel)
+
 
 @pytest.fixture
 def fake_probe(monkeypatch):
     monkeypatch.setattr(sglang_ready, 'SglangProbe', FakeProbe)
     FakeProbe.calls = []
     FakeProbe.journal = list(JOURNAL)
+    FakeProbe.kernel = []
     return FakeProbe
 
 
@@ -161,6 +167,23 @@ def test_failure_result_carries_excerpt_and_actionable_msg(fake_probe, capsys):
     journal_calls = [c for c in FakeProbe.calls if c[0] == 'journal']
     assert journal_calls[-1][1] == [INV1]
     assert journal_calls[-1][2] >= 3
+
+
+def test_a_crash_s_excerpt_ends_with_the_gpus_kernel_events_and_their_meaning(fake_probe, capsys):
+    FakeProbe.kernel = nvidia_health.parse_kernel_events(
+        "[ 7321.000002] NVRM: Xid (PCI:0000:00:06): 79, GPU has fallen off the bus.")
+    script, dummy = SCENARIOS['unit_failed']
+    result = run_module({'unit': 'sglang.service', 'journal_lines': 3}, script, capsys)
+    assert result['journal_excerpt'][-1] == ('kernel: Xid 79 (GPU has fallen off the bus; NVIDIA: RESTART_BM) on '
+                                             '0000:00:06: [ 7321.000002] NVRM: Xid (PCI:0000:00:06): 79, GPU has '
+                                             'fallen off the bus.')
+    assert OOM in result['journal_excerpt']
+
+
+def test_kernel_events_before_the_unit_started_are_not_this_crash_s():
+    dmesg = ("[  100.000000] NVRM: Xid (PCI:0000:00:06): 13, Graphics Exception\n"
+             "[  200.500000] NVRM: Xid (PCI:0000:00:06): 79, GPU has fallen off the bus.\n")
+    assert [event['code'] for event in nvidia_health.events_since(dmesg, 150.0)] == [79]
 
 
 def test_api_key_is_masked_in_the_result(fake_probe, capsys):

@@ -1,0 +1,95 @@
+"""nvidia_health: a GPU's health from recorded `nvidia-smi -q` output and kernel lines (tests/fixtures/nvidia)."""
+from pathlib import Path
+
+from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health as health
+from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi as smi
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia"
+H200_BUS = "00000000:00:06.0"
+
+
+def fixture(name):
+    return (FIXTURES / name).read_text()
+
+
+def test_the_real_h200_reads_healthy():
+    trees = health.parse_smi_q(fixture("h200-nvidia-smi-q.txt"))
+    assert list(trees) == [H200_BUS]
+    readings = health.gpu_health(trees[H200_BUS])
+    assert readings == {"ecc_uncorrectable_volatile": 0, "ecc_uncorrectable_aggregate": 0,
+                        "retired_pages_pending": None,  # N/A: Hopper remaps rows instead
+                        "remapped_rows_pending": False, "remapping_failed": False, "recovery_action": "None",
+                        "reset_required": None, "drain_and_reset_recommended": None, "slowdown": []}
+    assert health.problems(readings) == [] and health.verdict([]) is None
+
+
+def test_a_gpu_that_needs_a_reset_is_an_error_with_each_reason():
+    readings = health.gpu_health(health.parse_smi_q(fixture("h200-nvidia-smi-q-sick.txt"))[H200_BUS])
+    found = health.problems(readings)
+    assert health.verdict(found) == "error"
+    texts = " | ".join(what for dummy, what in found)
+    assert "GPU reset before the GPU is used again (GPU Recovery Action: Reset)" in texts
+    assert "a remapped row is pending" in texts and "2 uncorrectable ECC errors since the driver loaded" in texts
+    assert ("warning", "the hardware slows the GPU down now: HW Slowdown") in found
+
+
+def test_kernel_lines_give_each_event_its_meaning_action_and_severity():
+    events = health.parse_kernel_events(fixture("kernel-xid.txt"))
+    assert [(e["kind"], e["code"], e["severity"]) for e in events] == [
+        ("Xid", 63, "error"), ("Xid", 79, "error"), ("SXid", 12028, "warning")]
+    fell = events[1]
+    assert fell["meaning"] == "GPU has fallen off the bus" and fell["action"] == "RESTART_BM"
+    assert health.describe(fell) == "Xid 79 (GPU has fallen off the bus; NVIDIA: RESTART_BM) on 0000:00:06"
+    assert health.same_gpu(fell["pci"], H200_BUS) and not health.same_gpu(events[0]["pci"], H200_BUS)
+    unknown = health.parse_kernel_events("NVRM: Xid (PCI:0000:3b:00): 999, something new")[0]
+    assert unknown["severity"] == "error" and "not in the catalog" in unknown["meaning"]
+    assert health.parse_kernel_events("NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception")[0]["severity"] == "warning"
+
+
+def test_the_facts_give_each_gpu_its_health_and_its_own_kernel_events():
+    gpus = [{"index": 0, "pci_bus_id": H200_BUS}]
+
+    def runner(argv):
+        if argv[-1] == "-q":
+            return 0, fixture("h200-nvidia-smi-q.txt"), ""
+        if argv[0] == "dmesg":
+            return 0, fixture("kernel-xid.txt"), ""
+        return 127, "", "not found"
+    others, log_error = smi.gather_health(runner, "/usr/bin/nvidia-smi", gpus)
+    assert log_error is None
+    assert [e["code"] for e in gpus[0]["health"]["events"]] == [79]  # the Xid 63 and the SXid are other devices'
+    assert [e["code"] for e in others] == [63, 12028]
+    assert gpus[0]["health"]["verdict"] == "error"
+    assert gpus[0]["health"]["problems"] == [["error", "Xid 79 (GPU has fallen off the bus; NVIDIA: RESTART_BM) "
+                                                       "on 0000:00:06"]]
+
+
+def test_a_kernel_log_that_cannot_be_read_is_said_not_guessed():
+    gpus = [{"index": 0, "pci_bus_id": H200_BUS}]
+    others, log_error = smi.gather_health(lambda argv: (1, "", "dmesg: read kernel buffer failed: Operation not "
+                                                               "permitted"), "/usr/bin/nvidia-smi", gpus)
+    assert others == [] and "Operation not permitted" in log_error
+    assert gpus[0]["health"] == {"readings": {}, "events": [], "problems": [], "verdict": None}
+
+
+def ctx_with(problems, verdict):
+    gpu = {"gpu_count": 1, "gpus": [{"index": 0, "pci_bus_id": H200_BUS, "name": "NVIDIA H200",
+                                     "memory_total_mib": 143771, "compute_capability": "9.0",
+                                     "health": {"problems": problems, "verdict": verdict}}],
+           "driver_version": "580.159.04", "cuda_driver_version": "13.0", "kernel_module": "open"}
+    return rules.build_context({"tp-size": 1, "pp-size": 1}, gpu=gpu, expected_gpus=1)
+
+
+def test_preflight_refuses_a_gpu_that_needs_a_reset_and_warns_on_a_slowdown():
+    def finding(ctx, overrides=None):
+        return {f["id"]: f for f in rules.evaluate(ctx, severity_overrides=overrides)}.get("K26-GPU-HEALTH")
+    fatal = finding(ctx_with([["error", "Xid 79 (GPU has fallen off the bus; NVIDIA: RESTART_BM) on 0000:00:06"]],
+                             "error"))
+    assert fatal["severity"] == "error" and "GPU 0 (00000000:00:06.0): Xid 79" in fatal["message"]
+    assert "nvidia-smi -r" in fatal["fix"]
+    slow = finding(ctx_with([["warning", "the hardware slows the GPU down now: HW Slowdown"]], "warning"))
+    assert slow["severity"] == "warning"
+    assert finding(ctx_with([], None)) is None
+    overridden = finding(ctx_with([["error", "Xid 79"]], "error"), {"K26-GPU-HEALTH": "warning"})
+    assert overridden["severity"] == "warning"
