@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-time (idempotent) set-up of a development/CI machine for this project:
-#   - system packages: podman, a working OCI runtime, debootstrap
+#   - system packages: podman, a working OCI runtime, debootstrap, prometheus (promtool)
 #   - the Python virtualenv .venv with the project and its tools (ansible-core, the
 #     `ansible` bundle for collections, ansible-runner, molecule, ansible-lint, pytest)
 #   - a podman runtime that works on this machine (runc where crun cannot run, e.g. cgroups v1/hybrid)
@@ -15,7 +15,8 @@ VENV=$ROOT/.venv
 log() { printf '[setup] %s\n' "$*"; }
 
 need_apt=()
-for pkg_cmd in podman:podman runc:runc debootstrap:debootstrap; do
+# prometheus: its promtool checks and unit-tests the sglang_monitoring role's alert rules
+for pkg_cmd in podman:podman runc:runc debootstrap:debootstrap prometheus:promtool; do
   command -v "${pkg_cmd#*:}" >/dev/null 2>&1 || need_apt+=("${pkg_cmd%%:*}")
 done
 if ((${#need_apt[@]})); then
