@@ -253,6 +253,38 @@ def prove_gpu_access(proof, args):
                           enumerate(zip(memory, shares))))
 
 
+# a synthetic Xid the proof writes to the kernel log: 13 (graphics engine exception) is an application's fault in
+# NVIDIA's catalog (RESTART_APP), a warning, so it blocks no later deploy on this machine
+SYNTHETIC_XID = 13
+
+
+def prove_gpu_health(proof, args):
+    """The real GPU's health as nvidia_gpu_facts reads it, then an NVIDIA event written to the kernel log (/dev/kmsg)
+    seen by preflight and by status, with its meaning."""
+    facts = gpu_facts_sampled(1)
+    gpus = facts.get("gpus") or []
+    health = [gpu.get("health") or {} for gpu in gpus]
+    proof.check("GPU health read from nvidia-smi -q and the kernel log",
+                len(gpus) == args.gpus and all(h.get("readings") for h in health)
+                and facts.get("kernel_log_error") is None,
+                "; ".join(f"GPU{gpu['index']} {gpu.get('pci_bus_id')}: verdict {h.get('verdict')}, readings "
+                          f"{json.dumps(h.get('readings'), sort_keys=True)}, events {len(h.get('events') or [])}"
+                          for gpu, h in zip(gpus, health)) or f"no GPU ({facts.get('kernel_log_error')})")
+    if not gpus:
+        return
+    bus = gpus[0]["pci_bus_id"].split(":", 1)[1].rsplit(".", 1)[0].lower()  # 00000000:00:06.0 -> 00:06
+    line = f"NVRM: Xid (PCI:0000:{bus}): {SYNTHETIC_XID}, k26deploy GPU proof: a synthetic event at {time.time():.0f}"
+    Path("/dev/kmsg").write_text(line + "\n")
+    for command in ("preflight", "status"):
+        result = getattr(k26deploy, command)(str(INVENTORY), deploy_vars(args))
+        seen = [f for f in host_of(result).findings or [] if f["id"] == "K26-GPU-HEALTH"]
+        message = seen[0]["message"] if seen else ""
+        proof.check(f"{command} sees the kernel's Xid {SYNTHETIC_XID} with its meaning",
+                    bool(seen) and seen[0]["severity"] == "warning"
+                    and f"Xid {SYNTHETIC_XID} (graphics engine exception" in message,
+                    f"{seen[0]['severity']}: {message[:300]}" if seen else "no K26-GPU-HEALTH finding")
+
+
 EXPOSURE_AIM = 1.5
 
 
@@ -393,6 +425,7 @@ def main():
         prove_layout(proof, args)
         prove_gpu_access(proof, args)
         prove_exposure(proof)
+        prove_gpu_health(proof, args)
         prove_load_and_idle(proof, args)
         prove_idempotence(proof, args)
         prove_precompile(proof, args)
