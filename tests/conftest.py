@@ -40,6 +40,7 @@ LONGEST_FIRST = (
     "tests/integration/test_router.py",
     "tests/integration/test_promises.py",
     "tests/integration/test_benchmark.py",
+    "tests/integration/test_tune.py",
     "tests/integration/test_multinode.py",
     "tests/integration/test_k26deploy_api.py",
     "tests/integration/test_secrets.py",

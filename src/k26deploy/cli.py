@@ -1,4 +1,4 @@
-"""The ``k26deploy`` command line: deploy|preflight|status|rollback|logs over ansible-runner.
+"""The ``k26deploy`` command line: deploy|preflight|status|rollback|logs|bench|tune over ansible-runner.
 
 Usage::
 
@@ -6,6 +6,7 @@ Usage::
                       [--check] [--diff] [--json] [--artifacts-dir DIR] [--quiet] [-v]
     k26deploy status  --json
     k26deploy logs    --limit gpu-01
+    k26deploy tune    --layouts tp8pp1,tp4pp2,tp1pp8 [--objective c1|throughput --slo-ttft-ms MS] [--levels 1,8]
 
 While a playbook runs, a live view goes to stderr (tasks, failures, and per host during the
 readiness wait: phase, elapsed time, latest journal line); ``--quiet`` turns it off and
@@ -30,17 +31,19 @@ while it stops: exit 130 at once.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, Callable, Iterable, Sequence, TextIO
 
 import yaml
 
 from .progress import LiveView, format_elapsed, format_host_state
-from .results import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_CODES, EXIT_FAILED, RunResult
+from . import tune as tune_module
+from .results import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_CODES, EXIT_FAILED, EXIT_OK, RunResult
 from .runner import PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun
 
 COMMAND_HELP = {
@@ -177,7 +180,30 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--strict", action="store_true",
                                  help="every preflight warning is an error: stop before anything changes "
                                       "(extra var k26_preflight_strict)")
+    add_tune_command(sub, common)
     return parser
+
+
+TUNE_HELP = ("deploy each candidate layout (or configuration) in turn, benchmark it, and keep the one that wins "
+             "in service; the comparison as JSON, Markdown and PNG")
+
+
+def add_tune_command(sub: Any, common: argparse.ArgumentParser) -> None:
+    command = sub.add_parser("tune", parents=[common], help=TUNE_HELP, description=TUNE_HELP,
+                             epilog=exit_codes_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    chosen = command.add_mutually_exclusive_group()
+    chosen.add_argument("--layouts", metavar="tpNppM,...",
+                        help="layouts to compare, e.g. tp8pp1,tp4pp2,tp1pp8 (default: every tp x pp of the GPUs the "
+                             "running layout uses)")
+    chosen.add_argument("--candidates", metavar="FILE.json",
+                        help='any configurations: a JSON list of {"name": ..., "extra_vars": {...}}')
+    command.add_argument("--objective", choices=tune_module.OBJECTIVES, default=tune_module.OBJECTIVE_C1,
+                         help="c1: tok/s of one request alone (default); throughput: the best level's tok/s whose "
+                              "TTFT p99 stays within --slo-ttft-ms")
+    command.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="the TTFT p99 SLO of --objective throughput")
+    command.add_argument("--levels", metavar="C,C,...", default="1,8", help="concurrency levels of each sweep (1,8)")
+    command.add_argument("--results-dir", metavar="DIR", default=str(Path.home() / ".local/share/k26deploy/tune"),
+                         help="where the comparison goes (default ~/.local/share/k26deploy/tune)")
 
 
 def add_bench_arguments(command: argparse.ArgumentParser) -> None:
@@ -364,6 +390,56 @@ def _early_failure(args: argparse.Namespace, message: str, code: int) -> int:
     return code
 
 
+# -- tune -----------------------------------------------------------------------------------
+def tune_candidates(args: argparse.Namespace, running: Callable[[], Any]) -> list[Any]:
+    """The candidates the flags name, or every layout of the GPUs the running layout uses."""
+    if args.candidates:
+        return tune_module.candidates_from_file(Path(args.candidates).read_text())
+    if args.layouts:
+        return [tune_module.layout_candidate(name) for name in args.layouts.split(",") if name.strip()]
+    layouts = [host.layout for host in running().hosts.values() if host.layout]
+    if not layouts:
+        raise BadInputError("no running layout to start from: name the candidates with --layouts or --candidates")
+    return tune_module.layouts_for(int(layouts[0]["tp_size"]) * int(layouts[0]["pp_size"]))
+
+
+def tune_command(args: argparse.Namespace, extra_vars: dict[str, Any]) -> int:
+    """k26deploy tune: every candidate deployed and swept in turn, the winner kept; a table, or --json."""
+    options = {"project_dir": args.project_dir, "inventory": args.inventory or None, "limit": args.limit}
+
+    def run(command: str, **kwargs: Any) -> Any:
+        return PlaybookRun(command, **options, **kwargs).execute()
+
+    try:
+        levels = [int(part) for part in args.levels.split(",")]
+        if not levels or min(levels) < 1:
+            raise ValueError(args.levels)
+        if args.objective == tune_module.OBJECTIVE_C1 and 1 not in levels:
+            raise ValueError("--objective c1 needs level 1 in --levels")
+        candidates = tune_candidates(args, lambda: run("status", extra_vars=extra_vars))
+    except (ValueError, OSError) as exc:
+        return _early_failure(args, f"tune: {exc}", EXIT_BAD_INPUT)
+    except BadInputError as exc:
+        return _early_failure(args, str(exc), EXIT_BAD_INPUT)
+
+    def on_row(row: Any) -> None:
+        if not args.quiet:
+            shown = f"{row.score:.1f} tok/s (C={row.score_level})" if row.ok else row.error
+            sys.stderr.write(f"  tune: {row.name}: {shown} [{row.seconds:.0f}s]\n")
+            sys.stderr.flush()
+
+    report = tune_module.tune(candidates, lambda **kw: run("deploy", **kw), lambda **kw: run("bench", **kw),
+                              base_vars=extra_vars, objective=args.objective, slo_ttft_ms=args.slo_ttft_ms,
+                              levels=levels, results_dir=Path(args.results_dir).expanduser(), on_row=on_row)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+    else:
+        sys.stdout.write(tune_module.markdown(report) + f"report: {', '.join(report['files'].values())}\n")
+    if not report["kept_serving"]:
+        return EXIT_FAILED
+    return EXIT_OK if report["winner"] else EXIT_FAILED
+
+
 # -- main -----------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``k26deploy`` console script; returns the exit code."""
@@ -393,6 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra_vars.update(bench_extra_vars(args))
         except BadInputError as exc:
             return _early_failure(args, str(exc), EXIT_BAD_INPUT)
+    if args.command == "tune":
+        return tune_command(args, extra_vars)
 
     view = None if args.quiet else LiveView(sys.stderr, raw=args.verbose > 0)
     cancel_event = threading.Event()

@@ -6,6 +6,7 @@ podman connection and returns the task's result as a dict (the json callback: no
 """
 
 import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -205,9 +206,12 @@ def wheelhouse(requirement):
     the containers have no package index, so the roles install from a copy of this directory."""
     directory = ROOT / ".cache" / "wheelhouse" / requirement.replace("==", "-")
     directory.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([str(VENV_BIN / "pip"), "download", "--disable-pip-version-check", "-q",
-                           "--only-binary=:all:", "-d", str(directory), requirement],
-                          capture_output=True, text=True, timeout=900, check=False)
+    # one pip at a time per wheelhouse: two test files (on two workers) may ask for the same one at once
+    with open(str(directory) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run([str(VENV_BIN / "pip"), "download", "--disable-pip-version-check", "-q",
+                               "--only-binary=:all:", "-d", str(directory), requirement],
+                              capture_output=True, text=True, timeout=900, check=False)
     if done.returncode:
         raise RuntimeError("pip download %s failed: %s" % (requirement, done.stderr[-3000:]))
     return directory
