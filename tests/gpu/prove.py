@@ -407,6 +407,35 @@ def prove_benchmark(proof, args):
         print(Path(markdown).read_text(), flush=True)
 
 
+def prove_tune(proof, args):
+    """k26deploy tune on one GPU: CUDA graphs on (the profile) against graphs off, swept at C=1; the winner is kept in
+    service. The choice is held to the figures this run measured."""
+    results = Path(os.environ.get("OUT") or STATE_DIR) / "tune"
+    candidates = results / "candidates.json"
+    results.mkdir(parents=True, exist_ok=True)
+    candidates.write_text(json.dumps([{"name": "graphs-on", "extra_vars": {}},
+                                      {"name": "graphs-off", "extra_vars": {"sglang_service_options":
+                                                                            {"disable-cuda-graph": True}}}]))
+    tune_vars = deploy_vars(args, sglang_benchmark_venv_dir=sys.prefix, sglang_benchmark_wheelhouse=args.bench,
+                            sglang_benchmark_results_dir=str(results / "benchmarks"),
+                            sglang_benchmark_input_tokens=128, sglang_benchmark_output_tokens=256)
+    started = time.monotonic()
+    proc = run([sys.executable, "-m", "k26deploy.cli", "tune", "-i", str(INVENTORY), "-e", json.dumps(tune_vars),
+                "--candidates", str(candidates), "--levels", "1", "--json", "-q", "--results-dir", str(results)])
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        report = {}
+    scores = {row["name"]: row["score"] for row in report.get("rows") or []}
+    best = max((name for name in scores if scores[name]), key=scores.get, default=None)
+    proof.check("k26deploy tune measures each candidate and keeps the best in service",
+                proc.returncode == 0 and report.get("winner") == best and report.get("kept_serving"),
+                f"exit {proc.returncode}, {time.monotonic() - started:.0f} s; {report.get('why') or proc.stderr[-500:]}")
+    markdown = (report.get("files") or {}).get("markdown")
+    if markdown and Path(markdown).exists():
+        print(Path(markdown).read_text(), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pp", type=int, default=0, help="pp-size (default: one stage per GPU)")
@@ -433,6 +462,7 @@ def main():
         prove_manual_rollback(proof, args)
         if args.bench:
             prove_benchmark(proof, args)
+            prove_tune(proof, args)
     print(proof.summary(), flush=True)
     return 0 if proof.ok else 1
 
