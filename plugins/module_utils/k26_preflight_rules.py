@@ -28,7 +28,7 @@ import json
 import re
 from collections import namedtuple
 
-from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health, sglang_deepgemm, sglang_layout
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,

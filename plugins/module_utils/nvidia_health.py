@@ -154,8 +154,7 @@ def gpu_health(tree):
 def _flatten(tree):
     for name, value in tree.items():
         if isinstance(value, dict):
-            for item in _flatten(value):
-                yield item
+            yield from _flatten(value)
         else:
             yield name, value
 
@@ -167,8 +166,8 @@ def parse_kernel_events(text):
         xid = _XID.search(line)
         if xid:
             code = int(xid.group(2))
-            meaning, action = XID_CATALOG.get(code, ('Xid %d (not in the catalog this package keeps)' % code,
-                                                    'CONTACT_SUPPORT'))
+            unknown = ('Xid %d (not in the catalog this package keeps)' % code, 'CONTACT_SUPPORT')
+            meaning, action = XID_CATALOG.get(code, unknown)
             events.append({'kind': 'Xid', 'code': code, 'pci': xid.group(1).upper(), 'detail': xid.group(3).strip(),
                            'meaning': meaning, 'action': action, 'severity': ACTION_SEVERITY[action],
                            'line': line.strip()})

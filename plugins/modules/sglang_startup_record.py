@@ -32,7 +32,7 @@ options:
     required: true
   invocation:
     description:
-      - With an empty O(startup), the InvocationID running now (what C(k26deploy status) sees): the start reported is
+      - With an empty O(startup), the InvocationID running now (what C(k26deploy status) sees). The start reported is
         that invocation's, as the deploy that caused it recorded it; a start no deploy recorded (started by hand, or by
         systemd after a crash) is reported as not observed (C(observed) false), never timed from this look.
       - Without it, the host's newest recorded start.

@@ -417,10 +417,10 @@ def tune_command(args: argparse.Namespace, extra_vars: dict[str, Any]) -> int:
         if args.objective == tune_module.OBJECTIVE_C1 and 1 not in levels:
             raise ValueError("--objective c1 needs level 1 in --levels")
         candidates = tune_candidates(args, lambda: run("status", extra_vars=extra_vars))
-    except (ValueError, OSError) as exc:
-        return _early_failure(args, f"tune: {exc}", EXIT_BAD_INPUT)
     except BadInputError as exc:
         return _early_failure(args, str(exc), EXIT_BAD_INPUT)
+    except (ValueError, OSError) as exc:
+        return _early_failure(args, f"tune: {exc}", EXIT_BAD_INPUT)
 
     def on_row(row: Any) -> None:
         if not args.quiet:

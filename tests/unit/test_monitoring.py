@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "sglang_monitoring"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 PROMTOOL = shutil.which("promtool")
-requires_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool not installed (scripts/setup.sh installs the "
-                                                             "distribution's prometheus package)")
+NO_PROMTOOL = "promtool not installed (scripts/setup.sh installs the distribution's prometheus package)"
+requires_promtool = pytest.mark.skipif(not PROMTOOL, reason=NO_PROMTOOL)
 
 
 def render(template, **variables):

@@ -64,6 +64,10 @@ PY = {"interpreter": "python3", "minimum": "3.11", "requires": ">=3.11", "requir
       "variable": "sglang_python_interpreter", "installable": False, "package": "", "hint": ""}
 
 
+FELL_OFF_THE_BUS = {"verdict": "error",
+                    "problems": [["error", "Xid 79 (GPU has fallen off the bus; NVIDIA: RESTART_BM) on 0000:03:00"]]}
+
+
 def ctx(options=None, drop=(), **kwargs):
     opts = dict(K26)
     opts.update(options or {})
@@ -200,9 +204,8 @@ CASES = [
      "info", "(device cpu)"),
     ("K26-GPU-HEALTH", "healthy GPUs", ctx(), None, None),
     ("K26-GPU-HEALTH", "GPU 3 fell off the bus", ctx(gpu=dict(RTX8, gpus=[
-        dict(gpu, health={"verdict": "error", "problems": [["error", "Xid 79 (GPU has fallen off the bus; NVIDIA: "
-                                                                      "RESTART_BM) on 0000:03:00"]]})
-        if gpu["index"] == 3 else gpu for gpu in RTX8["gpus"]])), "error", "GPU 3 (0000:03:00.0): Xid 79"),
+        dict(gpu, health=FELL_OFF_THE_BUS) if gpu["index"] == 3 else gpu for gpu in RTX8["gpus"]])),
+     "error", "GPU 3 (0000:03:00.0): Xid 79"),
     ("K26-DRIVER-TOO-OLD", "580.95.05", ctx(), None, None),
     ("K26-DRIVER-TOO-OLD", "no GPU: nothing", ctx(gpu=NO_GPU, simulator=True), None, None),
     ("K26-DRIVER-TOO-OLD", "575 driver", ctx(gpu=gpu_facts(8, "X", "12.0", 97887, driver="575.57.08", cuda="12.9")),
