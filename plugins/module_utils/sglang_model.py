@@ -5,10 +5,10 @@ intact and ready to serve, its digest, and whether to pre-warm the page cache wi
 Pure functions over plain data, plus a few small I/O helpers at the end (listing, hashing, reading, /proc/meminfo).
 
 A listing maps a file's path relative to the model directory to ``{"size": int, "mtime_ns": int}``. A manifest maps
-the same names to ``{"size", "mtime_ns", "sha256"}`` (``sha256`` absent while not hashed), and
-``"found_sha256"`` when a file kept its size and mtime but its content no longer matches the recorded sha256: the
-recorded value stays the reference, so the corruption is reported (and the file hashed again) on every later run
-until the file is restored or replaced.
+the same names to ``{"size", "mtime_ns", "sha256"}`` (``sha256`` absent while not hashed), and ``"found_sha256"``
+(``"found_size"``) when a file's content (size) no longer matches the recorded one: the recorded value stays the
+reference, so the change is reported (and the file hashed again) on every later run until the file is restored, or
+the operator says the model was updated on purpose (``updated``), which records the new content.
 """
 
 from __future__ import annotations
@@ -110,26 +110,31 @@ def _unchanged(info, entry):
     return bool(entry) and entry.get('size') == info['size'] and entry.get('mtime_ns') == info['mtime_ns']
 
 
+def is_shard(name):
+    return name.endswith(SHARD_SUFFIX)
+
+
 def plan_hashing(files, manifest, verify):
-    """Sorted names to hash this run. ``once``: files the manifest does not know with this size and mtime, or
-    without a recorded sha256, or found to differ from it before; ``always``: every file; ``size``: none."""
-    if verify == 'size':
-        return []
+    """Sorted names to hash this run. Every file that is not a shard (config.json, the index, the tokenizer, the
+    ``*.py`` that trust-remote-code runs: small, and parsed or executed by SGLang) on every run, whatever the mode.
+    Shards: ``once``, those the manifest does not know with this size and mtime, or without a recorded sha256, or
+    found to differ from it before; ``always``, every one; ``size``, none."""
     if verify == 'always':
         return sorted(files)
     return sorted(name for name, info in files.items()
-                  if not _unchanged(info, manifest.get(name))
-                  or not manifest[name].get('sha256') or manifest[name].get('found_sha256'))
+                  if not is_shard(name) or (verify != 'size' and (
+                      not _unchanged(info, manifest.get(name))
+                      or not manifest[name].get('sha256') or manifest[name].get('found_sha256'))))
 
 
-def judge(files, index_text, manifest, expected, hashes):
+def judge(files, index_text, manifest, expected, hashes, updated=False):
     """Whether the model in ``files`` is intact and complete, and its new manifest.
 
     ``index_text``: the index's content or None; ``manifest``: the previous manifest's files; ``expected``:
     normalize_expected's result; ``hashes``: name -> sha256 computed this run. A file's sha256 is this run's, else
     the manifest's when size and mtime are unchanged. ``expected`` is the authority where it gives a value; without
-    one, a file whose size and mtime are unchanged but whose content is not the recorded one is mismatched, while a
-    file whose size or mtime changed is a new version and is accepted (a model replaced on purpose).
+    one, a file whose content (or size) is not the one the manifest recorded is mismatched, whether or not its mtime
+    moved, unless ``updated`` (the operator says the model was replaced on purpose: the new content is recorded).
 
     Returns {ready, shards, missing, mismatched: [{name, reason}], problem (why not ready besides files, or None),
     entries (the new manifest's files)}."""
@@ -154,9 +159,20 @@ def judge(files, index_text, manifest, expected, hashes):
         elif want.get('sha256'):
             if known and known != want['sha256']:
                 reason = 'sha256 differs from expected'
-        elif unchanged and old.get('sha256') and known and known != old['sha256']:
+        elif unchanged and old.get('sha256') and known and known != old['sha256'] and not updated:
             reason = 'changed since the manifest: sha256 differs'
             entry.update(sha256=old['sha256'], found_sha256=known)
+        elif old and not updated and not want and _replaced(info, old, known):
+            reason = _replaced(info, old, known)
+            entry.update((key, old[key]) for key in ('sha256', 'size') if old.get(key) is not None)
+            entry['found_size'] = info['size']
+            if known:
+                entry['found_sha256'] = known
+        if reason and old.get('sha256') and 'found_sha256' not in entry:
+            # a file judged wrong never replaces the manifest's record: the recorded content stays the reference
+            entry['sha256'] = old['sha256']
+            if known and known != old['sha256']:
+                entry['found_sha256'] = known
         if known and 'sha256' not in entry:
             entry['sha256'] = known
         if reason:
@@ -168,6 +184,16 @@ def judge(files, index_text, manifest, expected, hashes):
                    else 'no *.safetensors shards (and no %s)' % INDEX)
     return {'ready': not (missing or mismatched or problem), 'shards': shards, 'missing': missing,
             'mismatched': mismatched, 'problem': problem, 'entries': entries}
+
+
+def _replaced(info, old, known):
+    """Why a file is not the one the manifest recorded (its size or content changed), or ''."""
+    if old.get('size') is not None and info['size'] != old['size']:
+        return 'changed since the manifest: size %d, recorded %d (set the model as updated if this is on purpose)' % (
+            info['size'], old['size'])
+    if known and old.get('sha256') and known != old['sha256']:
+        return 'changed since the manifest: sha256 differs (set the model as updated if this is on purpose)'
+    return ''
 
 
 def content_sha256(entry):

@@ -50,12 +50,22 @@ options:
     default: {}
   verify:
     description:
-      - V(once) hashes a file the first time it is seen and again only when its size or mtime changed.
-      - V(always) hashes every file on every run (finds content that changed under the same size and mtime).
-      - V(size) never hashes; presence and sizes only.
+      - Every file that is not a C(*.safetensors) shard (C(config.json), the index, the tokenizer, the C(*.py) that
+        trust-remote-code runs) is hashed on every run, whatever the mode.
+      - For the shards, V(once) hashes a shard the first time it is seen and again when its size or mtime changed (a
+        change that keeps both is not seen); V(always) hashes every shard on every run; V(size) compares sizes only.
+      - A file whose size or content is not the one the manifest recorded makes the model not ready, unless
+        O(updated).
     type: str
     choices: [once, always, size]
     default: once
+  updated:
+    description:
+      - The model was replaced on purpose (a new revision, a new checkpoint). Files that differ from the manifest are
+        accepted and their new content recorded. Without it a changed file fails, and stays failed until restored.
+      - Files named in O(expected) are held to it either way.
+    type: bool
+    default: false
   hash_workers:
     description: Files hashed at the same time.
     type: int
@@ -208,6 +218,7 @@ ARGUMENT_SPEC = dict(
     manifest_path=dict(type='path', required=True),
     expected=dict(type='dict', default={}),
     verify=dict(type='str', choices=['once', 'always', 'size'], default='once'),
+    updated=dict(type='bool', default=False),
     hash_workers=dict(type='int', default=4),
     prewarm=dict(type='str', choices=['off', 'on', 'auto'], default='off'),
     prewarm_ram_fraction=dict(type='float', default=0.8),
@@ -285,7 +296,7 @@ def main():
     except OSError as exc:
         module.fail_json(msg='%s: cannot hash %s: %s' % (path, exc.filename, exc.strerror), **result)
     index_text = read_text(module, os.path.join(path, INDEX)) if INDEX in files else None
-    verdict = judge(files, index_text, manifest, expected, hashes)
+    verdict = judge(files, index_text, manifest, expected, hashes, updated=params['updated'])
 
     text = manifest_text(path, verdict['entries'])
     changed = text != old_text

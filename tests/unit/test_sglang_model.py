@@ -79,10 +79,12 @@ def test_plan_hashing():
     manifest[logic.INDEX] = dict(HASHED[logic.INDEX], found_sha256=SHA_B)
     assert plan_hashing(FILES, manifest, 'once') == sorted(['config.json', logic.INDEX,
                                                             'model-00002-of-00002.safetensors'])
-    assert plan_hashing(FILES, HASHED, 'once') == []
+    # the files SGLang parses or runs (not shards) are small: hashed on every run, whatever the mode
+    small = sorted(['config.json', logic.INDEX])
+    assert plan_hashing(FILES, HASHED, 'once') == small
     assert plan_hashing(FILES, {name: dict(entry, sha256=None) for name, entry in HASHED.items()}, 'once') == sorted(FILES)
     assert plan_hashing(FILES, HASHED, 'always') == sorted(FILES)
-    assert plan_hashing(FILES, {}, 'size') == []
+    assert plan_hashing(FILES, {}, 'size') == small
 
 
 def test_a_complete_model_is_ready():
@@ -117,7 +119,7 @@ def test_same_size_and_mtime_with_other_content_is_mismatched_and_stays_so():
     assert verdict['mismatched'] == [{'name': 'config.json', 'reason': 'changed since the manifest: sha256 differs'}]
     assert verdict['entries']['config.json'] == dict(HASHED['config.json'], found_sha256=SHA_B)
     # the next runs still report it, hashed again (verify=once) or not (verify=size)
-    assert plan_hashing(FILES, verdict['entries'], 'once') == ['config.json']
+    assert plan_hashing(FILES, verdict['entries'], 'once') == ['config.json', logic.INDEX]  # small files: always
     assert judge(FILES, INDEX_TEXT, verdict['entries'], {}, hashes)['mismatched'] == verdict['mismatched']
     assert judge(FILES, INDEX_TEXT, verdict['entries'], {}, {})['mismatched'] == verdict['mismatched']
     # restored (same content, same mtime): forgotten
@@ -125,11 +127,21 @@ def test_same_size_and_mtime_with_other_content_is_mismatched_and_stays_so():
     assert restored['ready'] and restored['entries'] == HASHED
 
 
-def test_a_file_with_a_new_mtime_is_a_new_version_unless_expected_says_otherwise():
+def test_a_file_changed_with_its_mtime_fails_unless_the_model_was_updated_or_expected_says_otherwise():
     files = dict(FILES, **{'config.json': info(10, mtime_ns=2)})
     verdict = judge(files, INDEX_TEXT, HASHED, {}, {'config.json': SHA_B})
-    assert verdict['ready'] is True
-    assert verdict['entries']['config.json'] == {'size': 10, 'mtime_ns': 2, 'sha256': SHA_B}
+    assert verdict['ready'] is False and verdict['mismatched'] == [
+        {'name': 'config.json', 'reason': 'changed since the manifest: sha256 differs (set the model as updated if '
+                                          'this is on purpose)'}]
+    assert verdict['entries']['config.json'] == {'size': 10, 'mtime_ns': 2, 'sha256': SHA_A, 'found_size': 10,
+                                                 'found_sha256': SHA_B}  # the recorded content stays the reference
+    resized = judge(dict(FILES, **{'config.json': info(11, mtime_ns=2)}), INDEX_TEXT, HASHED, {}, {})
+    assert resized['mismatched'][0]['reason'].startswith('changed since the manifest: size 11, recorded 10')
+    updated = judge(files, INDEX_TEXT, HASHED, {}, {'config.json': SHA_B}, updated=True)
+    assert updated['ready'] is True
+    assert updated['entries']['config.json'] == {'size': 10, 'mtime_ns': 2, 'sha256': SHA_B}
+    assert judge(files, INDEX_TEXT, HASHED, normalize_expected({'config.json': {'sha256': SHA_B}}),
+                 {'config.json': SHA_B})['ready'] is True  # the repository's own hash is the authority
     expected = normalize_expected({'config.json': {'sha256': SHA_A}})
     assert judge(files, INDEX_TEXT, HASHED, expected, {'config.json': SHA_B})['mismatched'] == [
         {'name': 'config.json', 'reason': 'sha256 differs from expected'}]
@@ -280,7 +292,8 @@ def test_a_ready_model_is_hashed_once_and_its_manifest_kept(model, manifest, cap
     assert recorded['config.json']['sha256'] == hashlib.sha256(b'{"model_type": "kimi_k2"}').hexdigest()
     assert os.listdir(manifest.parent) == ['manifest.json']
     second = run(capsys, model, manifest)
-    assert (second['ready'], second['changed'], second['hashed'], second['digest']) == (True, False, 0, first['digest'])
+    # the shards once; the small files SGLang parses or runs on every run
+    assert (second['ready'], second['changed'], second['hashed'], second['digest']) == (True, False, 3, first['digest'])
 
 
 def test_the_same_model_elsewhere_has_the_same_digest(model, manifest, tmp_path, capsys):
@@ -319,7 +332,7 @@ def test_a_size_other_than_expected_fails(model, manifest, capsys):
     assert result['prewarm'] == {'state': 'skipped', 'bytes': 0, 'seconds': 0.0, 'reason': 'the model is not ready'}
 
 
-def test_a_file_replaced_after_the_manifest_is_hashed_again_and_accepted_or_judged_by_expected(model, manifest, capsys):
+def test_a_file_replaced_after_the_manifest_fails_until_the_model_is_said_updated(model, manifest, capsys):
     first = run(capsys, model, manifest)
     shard = model / 'model-00003-of-00003.safetensors'
     old_sha = hashlib.sha256(shard.read_bytes()).hexdigest()
@@ -327,10 +340,15 @@ def test_a_file_replaced_after_the_manifest_is_hashed_again_and_accepted_or_judg
     os.utime(shard, ns=(os.stat(shard).st_atime_ns, os.stat(shard).st_mtime_ns + 10 ** 9))
     expected = {shard.name: {'sha256': old_sha}}
     judged = run(capsys, model, manifest, expected=expected)
-    assert (judged['failed'], judged['hashed']) == (True, 1)
+    assert (judged['failed'], judged['hashed']) == (True, 4)
     assert judged['mismatched'] == [{'name': shard.name, 'reason': 'sha256 differs from expected'}]
-    accepted = run(capsys, model, manifest)
-    assert (accepted['ready'], accepted['hashed'], accepted['changed']) == (True, 0, False)
+    refused = run(capsys, model, manifest)  # a failed run recorded nothing: still not the manifest's content
+    assert refused['failed'] is True and refused['mismatched'][0]['reason'].startswith(
+        'changed since the manifest: sha256 differs')
+    accepted = run(capsys, model, manifest, updated=True)
+    assert (accepted['ready'], accepted['changed']) == (True, True)
+    again = run(capsys, model, manifest)
+    assert (again['ready'], again['hashed'], again['changed']) == (True, 3, False)
     assert accepted['digest'] != first['digest']
 
 
@@ -345,7 +363,7 @@ def test_content_changed_under_the_same_size_and_mtime_is_found_by_verify_always
     assert found['failed'] is True and found['hashed'] == 6
     assert found['mismatched'] == [{'name': shard.name, 'reason': 'changed since the manifest: sha256 differs'}]
     later = run(capsys, model, manifest)
-    assert (later['failed'], later['hashed'], later['mismatched']) == (True, 1, found['mismatched'])
+    assert (later['failed'], later['hashed'], later['mismatched']) == (True, 4, found['mismatched'])
 
 
 def test_a_shard_cut_short_or_not_a_shard_fails_on_every_run_without_a_hash(model, manifest, capsys):
@@ -354,7 +372,7 @@ def test_a_shard_cut_short_or_not_a_shard_fails_on_every_run_without_a_hash(mode
     cut.write_bytes(SHARDS[cut.name][:-500])  # an interrupted copy: new size and mtime, a new version to verify=once
     (model / 'model-00003-of-00003.safetensors').write_bytes(b'not a safetensors file\n')
     result = run(capsys, model, manifest, verify='size')
-    assert result['failed'] is True and result['hashed'] == 0
+    assert result['failed'] is True and result['hashed'] == 3  # the small files only
     whole = len(SHARDS[cut.name])
     assert result['mismatched'] == [
         {'name': cut.name, 'reason': 'truncated: %d of the %d bytes its header describes' % (whole - 500, whole)},
@@ -377,10 +395,13 @@ def test_check_mode_hashes_but_writes_nothing(model, manifest, capsys):
     assert not manifest.parent.exists()
 
 
-def test_verify_size_hashes_nothing(model, manifest, capsys):
+def test_verify_size_hashes_no_shard_but_every_small_file(model, manifest, capsys):
     result = run(capsys, model, manifest, verify='size')
-    assert (result['ready'], result['hashed'], result['hashed_bytes']) == (True, 0, 0)
-    assert 'sha256' not in json.loads(manifest.read_text())['files']['config.json']
+    small = [name for name in os.listdir(model) if not name.endswith('.safetensors') and not name.startswith('.')]
+    assert (result['ready'], result['hashed'], result['hashed_bytes']) == (
+        True, len(small), sum(os.path.getsize(model / name) for name in small))
+    recorded = json.loads(manifest.read_text())['files']
+    assert 'sha256' in recorded['config.json'] and 'sha256' not in recorded['model-00001-of-00003.safetensors']
 
 
 def test_prewarm_auto_skips_a_model_larger_than_the_memory(model, manifest, capsys, monkeypatch):
