@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import k26deploy
-from harness import ROOT, VENV_BIN, demo_inventory, systemd_container
+from harness import QUICK_START, ROOT, VENV_BIN, demo_inventory, systemd_container
 
 pytestmark = pytest.mark.integration
 
@@ -100,6 +100,10 @@ def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
 
 def test_cli_status_json(target):
     box, inventory, dummy, dummy = target
+    # the running server is one a deploy started (an earlier test may have left one a rollback started)
+    started = k26deploy.deploy(inventory=inventory, extra_vars={
+        "sglang_service_environment": dict(QUICK_START, K26_TEST_STATUS="1")})
+    assert started.exit_code == 0 and started.hosts[box.name].restarted, started.to_json()
     proc = subprocess.run([str(VENV_BIN / "k26deploy"), "status", "-i", inventory, "--json"],
                           check=False, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
