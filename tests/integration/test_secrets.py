@@ -1,20 +1,28 @@
 """The API key never leaves its file, and HTTPS where users need it: a real deployment into a container over TLS,
 then a key change that fails to start and is rolled back; the journal holds no key at any point, while the
-readiness excerpt still shows the error lines."""
+readiness excerpt still shows the error lines. The package index's password and the hub's token reach pip and the
+download through root-only files: the process table sampled during a run, the journal and the runner's artifacts
+at -vvv hold neither."""
 
+import base64
 import datetime
+import hashlib
 import ipaddress
 import json
 import os
+import subprocess
+import zipfile
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+import yaml
 
 import k26deploy
-from harness import demo_inventory, systemd_container
+from harness import CONTAINER_HOST, ROOT, demo_inventory, systemd_container
+from safetensors_shards import shard_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -132,3 +140,149 @@ def test_a_bad_certificate_alone_is_rolled_back_to_the_one_that_served(tls, tmp_
     models = box.exec("curl -s --cacert /etc/sglang/tls/ca.crt -H 'Authorization: Bearer %s' "
                       "https://127.0.0.1:30000/v1/models" % key_of(inventory)).stdout
     assert [m["id"] for m in json.loads(models)["data"]] == ["kimi-k2.6"]
+
+
+# --- Credentials that pip and the hub need: in a root-only file, never on a command line or in an environment
+# prefix (Ansible turns a task's `environment:` into NAME=value before the remote command: every local user sees it
+# in ps, sudo records it in the journal, -vvv prints it).
+
+INDEX_PASSWORD = "pip-index-pw-5b1c0d93"
+HUB_TOKEN = "hf_k26TestToken9f3e1a7c44"
+INDEX_PORT = 8099
+MODEL_DIR = "/srv/k26-model"
+DEFAULTS = {role: yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+            for role in ("sglang", "sglang_benchmark", "sglang_router")}
+HUB_FILES = {"config.json": b'{"model_type": "k26-test"}\n',
+             "model-00001-of-00001.safetensors": shard_bytes(b"k26" * 64)}
+# huggingface_hub as far as roles/sglang_model/files/hf_stage.py uses it, with a gated repository: it answers only
+# with a token (the argument, else HF_TOKEN, else the token file, as the real one looks), takes a few seconds to
+# download so that the process table is sampled meanwhile, and leaves the token's sha256 where the test reads it.
+HUB_STUB = '''
+import hashlib, os, time, types
+FILES = %r
+def _token(token):
+    path = os.environ.get("HF_TOKEN_PATH") or os.path.expanduser("~/.cache/huggingface/token")
+    if not token and not os.environ.get("HF_TOKEN") and os.path.exists(path):
+        token = open(path).read().strip()
+    token = token or os.environ.get("HF_TOKEN")
+    if not token:
+        raise PermissionError("401: a gated repository, and no token")
+    return token
+class HfApi:
+    def __init__(self, token=None):
+        self.token = token
+    def model_info(self, repo, revision=None, files_metadata=False):
+        _token(self.token)
+        return types.SimpleNamespace(siblings=[types.SimpleNamespace(
+            rfilename=name, size=len(data), lfs=types.SimpleNamespace(sha256=hashlib.sha256(data).hexdigest()))
+            for name, data in FILES.items()])
+def snapshot_download(repo_id, revision=None, local_dir=None, token=None):
+    token = _token(token)
+    time.sleep(3)
+    os.makedirs(local_dir, exist_ok=True)
+    for name, data in FILES.items():
+        with open(os.path.join(local_dir, name), "wb") as out:
+            out.write(data)
+    with open("/var/tmp/k26-hub-token.sha256", "w") as out:
+        out.write(hashlib.sha256(token.encode()).hexdigest())
+    return local_dir
+''' % (HUB_FILES,)
+PACKAGES = {
+    ("sglang", DEFAULTS["sglang"]["sglang_version"]): {"sglang/__init__.py": ""},
+    ("huggingface_hub", "0.0.1"): {"huggingface_hub/__init__.py": HUB_STUB},
+    ("aiperf", DEFAULTS["sglang_benchmark"]["sglang_benchmark_aiperf_version"]): {
+        "aiperf/__init__.py": "", "aiperf/cli.py": ""},
+    ("smg", DEFAULTS["sglang_router"]["sglang_router_version"]): {
+        "smg/__init__.py": "", "smg/launch_router.py": "def launch_router(args):\n    pass\n"
+                                                       "def parse_router_args(argv):\n    pass\n"},
+}
+# Every role that runs pip or the hub, as a deploy and a benchmark run them, through sudo (which records each
+# command it runs in the journal).
+CREDENTIAL_PLAY = [{
+    "hosts": "all", "gather_facts": True, "become": True, "become_method": "sudo",
+    "tasks": [
+        {"name": "Install SGLang with pip", "ansible.builtin.include_role": {"name": "k26.deploy.sglang"}},
+        {"name": "Download the model from the hub", "ansible.builtin.include_role": {"name": "k26.deploy.sglang_model"}},
+        {"name": "Install AIPerf", "ansible.builtin.include_role": {"name": "k26.deploy.sglang_benchmark",
+                                                                    "tasks_from": "install"}},
+        {"name": "Install the router", "ansible.builtin.include_role": {"name": "k26.deploy.sglang_router",
+                                                                        "tasks_from": "install"}},
+    ]}]
+
+
+def write_wheel(directory, name, version, files):
+    """A pure-Python wheel NAME-VERSION holding FILES (path -> text), as pip installs it."""
+    dist = "%s-%s" % (name, version)
+    entries = dict(files)
+    entries[dist + ".dist-info/METADATA"] = "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)
+    entries[dist + ".dist-info/WHEEL"] = "Wheel-Version: 1.0\nGenerator: k26-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = ["%s,sha256=%s,%d" % (path, base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest())
+                                   .rstrip(b"=").decode(), len(text.encode())) for path, text in entries.items()]
+    entries[dist + ".dist-info/RECORD"] = "\n".join(record + [dist + ".dist-info/RECORD,,"]) + "\n"
+    directory.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(directory / (dist + "-py3-none-any.whl"), "w") as wheel:
+        for path, text in entries.items():
+            wheel.writestr(path, text)
+
+
+@pytest.fixture(scope="module")
+def credentials_run(tmp_path_factory):
+    """One run of every role that needs pip's index or the hub's token, with a password in the index URL (a package
+    index on the container's loopback, which pip finds only through the roles' settings) and a token the hub stub
+    demands, at -vvv, with the container's process table sampled every 50 ms meanwhile."""
+    with systemd_container("k26-it-credentials-%d" % os.getpid()) as box:
+        index = tmp_path_factory.mktemp("index")
+        for (name, version), files in PACKAGES.items():
+            write_wheel(index / "simple" / name.replace("_", "-"), name, version, files)
+        subprocess.run(["podman", "cp", str(index), box.name + ":/srv/index"], check=True)
+        box.exec("systemd-run --unit k26-index python3 -m http.server %d --bind 127.0.0.1 --directory /srv/index"
+                 % INDEX_PORT)
+        box.write_unit("sglang-router", "/bin/sleep infinity")
+        box.exec("systemd-run --unit k26-ps-sampler /bin/sh -c "
+                 "'while :; do ps -eww -o args >> /var/tmp/k26-ps-samples; sleep 0.05; done'")
+        url = "http://k26:%s@127.0.0.1:%d/simple" % (INDEX_PASSWORD, INDEX_PORT)
+        inventory = tmp_path_factory.mktemp("inventory")
+        (inventory / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {box.name: dict(CONTAINER_HOST)}}}))
+        playbook = inventory / "credentials.yml"
+        playbook.write_text(yaml.safe_dump(CREDENTIAL_PLAY, sort_keys=False))
+        settings = {
+            "sglang_install_mode": "pip", "sglang_system_packages_debian": ["python3-venv"],
+            "sglang_pip_index_url": url, "sglang_pip_extra_packages": ["huggingface_hub==0.0.1"],
+            "sglang_benchmark_pip_index_url": url, "sglang_router_pip_index_url": url,
+            "sglang_model_source": "huggingface", "sglang_model_path": MODEL_DIR, "sglang_model_repo": "k26/gated",
+            "sglang_model_revision": "0123456789abcdef0123456789abcdef01234567", "sglang_model_hf_token": HUB_TOKEN,
+        }
+        pdd = tmp_path_factory.mktemp("runner")
+        result = k26deploy.run("deploy", inventory=str(inventory / "hosts.yml"), extra_vars=settings,
+                               playbook=str(playbook), verbosity=3, private_data_dir=str(pdd))
+        box.exec("systemctl stop k26-ps-sampler")
+        yield box, result, pdd
+
+
+def test_pip_and_the_hub_got_their_credentials(credentials_run):
+    box, result, dummy = credentials_run
+    assert result.exit_code == 0, result.to_json()
+    # pip found every package through the index URL (there is no other index), the hub stub got the token
+    for python in ("/opt/sglang/venvs/sglang-%s/bin/python" % DEFAULTS["sglang"]["sglang_version"],):
+        assert box.exec(python + " -c 'import sglang, huggingface_hub'").returncode == 0
+    digest = box.exec("cat /var/tmp/k26-hub-token.sha256").stdout
+    assert digest == hashlib.sha256(HUB_TOKEN.encode()).hexdigest()
+    assert box.exec("cat %s/config.json" % MODEL_DIR).stdout == HUB_FILES["config.json"].decode()
+    # and the files that handed them over are gone
+    assert box.exec("ls /tmp | grep -c k26- || true").stdout.strip() == "0"
+
+
+def test_no_credential_in_the_process_table_the_journal_or_the_runs_output(credentials_run):
+    box, dummy, pdd = credentials_run
+    samples = box.exec("cat /var/tmp/k26-ps-samples", timeout=120).stdout
+    # the samples saw the installs and the download run
+    assert "-m pip install" in samples and "hf_stage.py" in samples
+    journal_text = box.exec("journalctl --no-pager -o verbose", timeout=120).stdout
+    assert "COMMAND=" in journal_text  # sudo recorded the commands it ran
+    outputs = {"process table": samples, "journal": journal_text}
+    for path in pdd.rglob("*"):
+        if path.is_file():
+            outputs[str(path)] = path.read_text(errors="replace")
+    assert any("<%s> EXEC" % box.name in text for text in outputs.values())  # -vvv's command lines are there
+    for secret in (INDEX_PASSWORD, HUB_TOKEN):
+        assert [where for where, text in outputs.items() if secret in text] == []
