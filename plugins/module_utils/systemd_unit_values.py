@@ -2,8 +2,9 @@
 """What an inventory value may be before it lands in a systemd unit or an EnvironmentFile, and how it is written there.
 
 Two rules. A value that no escaping can carry is refused before anything changes: a control character (a newline
-would start a new directive or section), a user name systemd would not accept, a path that is relative, not
-normalised or (in a space-separated list) holds a space or quote. Every other value is written by systemd's own
+would start a new directive or section), a trailing backslash where the value ends a line (systemd would join the
+next line to it), a user name systemd would not accept, a path that is relative, not normalised or (in a
+space-separated list) holds a space or quote. Every other value is written by systemd's own
 rules: ``%`` doubled wherever specifiers expand (systemd.unit(5)), and command-line words quoted and escaped as
 systemd.service(5) "Command lines" reads them (``$$`` for a literal ``$``). EnvironmentFile values are
 double-quoted with ``\\``, ``"``, ``$`` and the backtick escaped (systemd.exec(5)).
@@ -35,9 +36,19 @@ def control_problem(name, value):
     return None
 
 
+def line_end_problem(name, value):
+    """A value written bare at the end of a directive's line: a trailing backslash makes systemd read the next line
+    of the unit as part of it (Description= would swallow Documentation=), and no escaping of a bare value undoes
+    that without changing the value."""
+    if str(value).endswith('\\'):
+        return ('%s ends with "\\" (%r): systemd would read the next line of the unit as part of it, so it is refused'
+                % (name, str(value)))
+    return None
+
+
 def text_problem(name, value):
-    """A free-text value (Description=, an environment value, a command-line word)."""
-    return control_problem(name, value)
+    """A free-text value (Description=, a host, a policy, a version)."""
+    return control_problem(name, value) or line_end_problem(name, value)
 
 
 def account_problem(name, value):
@@ -66,7 +77,7 @@ def path_problem(name, value, in_list=False):
     if in_list and LIST_UNSAFE.search(path):
         return '%s holds %r: a path in a space-separated list may not contain spaces, quotes or backslashes' % (
             name, path)
-    return None
+    return line_end_problem(name, path)
 
 
 def command_problem(name, words):
