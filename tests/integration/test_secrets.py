@@ -10,7 +10,10 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import subprocess
+import threading
+import time
 import zipfile
 
 import pytest
@@ -286,3 +289,76 @@ def test_no_credential_in_the_process_table_the_journal_or_the_runs_output(crede
     assert any("<%s> EXEC" % box.name in text for text in outputs.values())  # -vvv's command lines are there
     for secret in (INDEX_PASSWORD, HUB_TOKEN):
         assert [where for where, text in outputs.items() if secret in text] == []
+
+
+# --- The DeepGEMM precompile as sandboxed as the service: the same hardening (one list, for the unit and for
+# systemd-run), and a network of its own, so that its keyless server is no one's on the host.
+
+PRECOMPILE_VARS = {"sglang_service_deepgemm_precompile": "always", "sglang_service_deepgemm_precompile_timeout": 120,
+                   "sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 3, "SGLANG_SIM_GRAPH_SECONDS": 0.5,
+                                                  "SGLANG_SIM_WARMUP_SECONDS": 0.5,
+                                                  "SGLANG_SIM_COMPILE_SAFETY_SECONDS": 4}}
+PROBE = "curl -s -o /dev/null -w '%%{http_code}' -m 2 http://127.0.0.1:%s/v1/models"
+
+
+def exposure(box, unit):
+    text = box.exec("systemd-analyze security --no-pager %s" % unit, check=False).stdout
+    found = re.search(r"Overall exposure level for \S+: ([0-9.]+)", text)
+    return float(found.group(1)) if found else None
+
+
+def watch_precompile(box, stop, seen):
+    """Until STOP is set or the precompile's transient unit is done: its exposure, and its server's port tried as a
+    local user (nobody) from the host's network and as root from the unit's own network namespace."""
+    while not stop.is_set():
+        if "unit" not in seen:
+            names = box.exec("systemctl list-units --all --plain --no-legend 'sglang-deepgemm-*' "
+                             "| awk '{print $1}'", check=False).stdout.split()
+            if names:
+                seen["unit"] = names[0]
+            time.sleep(0.2)
+            continue
+        shown = dict(line.split("=", 1) for line in box.exec(
+            "systemctl show %s -p ActiveState -p SubState -p MainPID -p ExecStart" % seen["unit"],
+            check=False).stdout.splitlines() if "=" in line)
+        if shown.get("ActiveState") != "active" or shown.get("SubState") == "exited":
+            return
+        if "exposure" not in seen:
+            seen["exposure"] = exposure(box, seen["unit"])
+        port = re.search(r"--port (\d+)", shown.get("ExecStart", ""))
+        if port and shown.get("MainPID", "0") != "0":
+            seen["outside"].append(box.exec("runuser -u nobody -- " + PROBE % port.group(1), check=False).stdout)
+            seen["inside"].append(box.exec("nsenter -t %s -n %s" % (shown["MainPID"], PROBE % port.group(1)),
+                                           check=False).stdout)
+        time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def precompiled(tmp_path_factory):
+    with systemd_container("k26-it-precompile-%d" % os.getpid()) as box:
+        inventory = demo_inventory(box, tmp_path_factory.mktemp("inventory"))
+        stop, seen = threading.Event(), {"outside": [], "inside": []}
+        watcher = threading.Thread(target=watch_precompile, args=(box, stop, seen), daemon=True)
+        watcher.start()
+        try:
+            result = k26deploy.deploy(inventory=inventory, extra_vars=PRECOMPILE_VARS)
+        finally:
+            stop.set()
+            watcher.join(timeout=60)
+        yield box, result, seen
+
+
+def test_the_precompile_is_as_hardened_as_the_service(precompiled):
+    box, result, seen = precompiled
+    assert result.exit_code == 0, result.to_json()
+    precompile = result.hosts[box.name].precompile
+    assert precompile and precompile["unit"] == seen.get("unit"), (precompile, seen)
+    service = exposure(box, "sglang.service")
+    assert service is not None and seen.get("exposure") is not None, seen
+    assert seen["exposure"] <= service + 0.2, (seen["exposure"], service)
+
+
+def test_no_local_user_reaches_the_precompiles_server(precompiled):
+    dummy, dummy, seen = precompiled
+    assert "200" in seen["inside"], seen  # its server served, inside its own network namespace
+    assert set(seen["outside"]) == {"000"}, seen  # and was never reachable from the host's
