@@ -362,3 +362,56 @@ def test_no_local_user_reaches_the_precompiles_server(precompiled):
     dummy, dummy, seen = precompiled
     assert "200" in seen["inside"], seen  # its server served, inside its own network namespace
     assert set(seen["outside"]) == {"000"}, seen  # and was never reachable from the host's
+
+
+# --- Root reads no file on the service account's behalf: the rollback store saves and restores only regular files
+# of root's in directories root alone can write, and no configuration directory is the account's.
+
+SHADOW_LINK = "/etc/sglang/tls/server.crt"
+
+
+def store_and_live(box):
+    return box.exec("sha256sum /var/lib/k26deploy/rollback/sglang/* /etc/sglang/sglang.yaml /etc/sglang/sglang.env "
+                    "/etc/systemd/system/sglang.service 2>/dev/null; true").stdout
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """A served container whose configuration directory the service account was given (as sglang_service_home:
+    /etc/sglang made it), and the link to /etc/shadow the account put there in place of a managed file."""
+    with systemd_container("k26-it-shadow-%d" % os.getpid()) as box:
+        inventory = demo_inventory(box, tmp_path_factory.mktemp("inventory"))
+        first = k26deploy.deploy(inventory=inventory)
+        assert first.exit_code == 0, first.to_json()
+        box.exec("chown sglang /etc/sglang")
+        box.exec("runuser -u sglang -- sh -c 'mkdir -p /etc/sglang/tls && ln -s /etc/shadow %s'" % SHADOW_LINK)
+        yield box, inventory
+
+
+def test_the_service_accounts_link_to_etc_shadow_is_neither_saved_nor_restored(planted):
+    box, inventory = planted
+    shadow = box.exec("sha256sum < /etc/shadow").stdout.split()[0]
+    before = store_and_live(box)
+    # a change that reaches ready (the store would keep the live files), then one that fails (it would restore them)
+    changed = k26deploy.deploy(inventory=inventory, extra_vars={
+        "sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 1, "K26_TEST_CHANGE": "1"}})
+    failed = k26deploy.deploy(inventory=inventory, extra_vars={
+        "sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 1, "SGLANG_SIM_FAILURE": "crash_loading"}})
+    stored = box.exec("sha256sum /var/lib/k26deploy/rollback/sglang/* | cut -d' ' -f1").stdout.split()
+    readable = box.exec("runuser -u sglang -- sha256sum %s" % SHADOW_LINK, check=False).stdout.split()[:1]
+    assert shadow not in stored and readable != [shadow], "root copied /etc/shadow for the service account"
+    for result in (changed, failed):
+        host = result.hosts[box.name]
+        # (the deploy gives the configuration directory back to root first; the account's tls/ is left, and refused)
+        assert result.exit_code == 1 and re.search(r"/etc/sglang/tls is owned by uid \d+, not root", host.msg or ""), \
+            result.to_json()
+    assert store_and_live(box) == before  # refused before anything was written, saved or restored
+
+
+def test_a_configuration_directory_the_service_account_writes_is_refused(planted):
+    box, inventory = planted
+    result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_home": "/etc/sglang"})
+    host = result.hosts[box.name]
+    assert result.exit_code == 2 and host.bad_input, result.to_json()
+    assert ("sglang_service_config_dir /etc/sglang is sglang_service_home /etc/sglang, which the service account "
+            "can write") in host.msg, host.msg
