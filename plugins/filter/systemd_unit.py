@@ -19,6 +19,11 @@ def environment_problems(environment, name, allowed=()):
     return values.environment_problems(name, environment, allowed)
 
 
+def hardening(read_write_paths, protect_home, syscall_deny, syscall_allow, ip_address_allow, device_allow):
+    return values.service_hardening(read_write_paths, protect_home, syscall_deny, syscall_allow, ip_address_allow,
+                                    device_allow)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -27,4 +32,5 @@ class FilterModule:
             "systemd_specifiers_escaped": values.specifiers_escaped,
             "systemd_command_line": values.command_line,
             "systemd_environment_value": values.environment_value,
+            "systemd_hardening": hardening,
         }

@@ -15,6 +15,9 @@ import posixpath
 NO_LOGIN_SHELLS = frozenset(['/usr/sbin/nologin', '/sbin/nologin', '/bin/false', '/usr/bin/false'])
 # The first UID of people's accounts (login.defs UID_MIN on Debian, Ubuntu and EL).
 FIRST_LOGIN_UID = 1000
+# The first UID useradd --system hands out (login.defs SYS_UID_MIN: 100 on Debian, 201 on EL); below it are the
+# distribution's static accounts (daemon, www-data), never the role's.
+FIRST_DYNAMIC_SYSTEM_UID = 100
 # Directories the system and other software share (FHS): chowning one to the service breaks them.
 SYSTEM_DIRECTORIES = frozenset([
     '/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/media', '/mnt', '/opt', '/proc',
@@ -26,22 +29,24 @@ SYSTEM_DIRECTORIES = frozenset([
 
 def user_problem(user, home, passwd, existing_ok):
     """Why `user` may not be the service user. `passwd` is getent's passwd database ({name: [password, uid, gid,
-    gecos, home, shell]}); an account the role would have created itself is a system account without a login
-    shell whose home is `home`."""
+    gecos, home, shell]}); an account the role would have created itself is a dynamic system account without a
+    login shell or a comment (the role sets none) whose home is `home`. A distribution's account with that home
+    (www-data with /var/www) is not: the service's files would be its other programs' too."""
     entry = passwd.get(user)
     if entry is None:
         return None
-    uid, account_home, shell = int(entry[1]), entry[4], entry[5]
+    uid, gecos, account_home, shell = int(entry[1]), entry[3], entry[4], entry[5]
     if uid == 0:
         return 'sglang_service_user %s is root\'s account (uid 0): SGLang must not run as root' % user
     if existing_ok:
         return None
-    ours = uid < FIRST_LOGIN_UID and shell in NO_LOGIN_SHELLS and account_home == home
+    ours = (FIRST_DYNAMIC_SYSTEM_UID <= uid < FIRST_LOGIN_UID and shell in NO_LOGIN_SHELLS and account_home == home
+            and not gecos)
     if not ours:
-        return ('sglang_service_user %s is an existing account (uid %d, shell %s, home %s) the role did not create: '
-                'it would set its shell to nologin and its home to %s. Choose another name, or set '
-                'sglang_service_existing_account_ok: true to use it as it is meant' % (user, uid, shell, account_home,
-                                                                                       home))
+        return ('sglang_service_user %s is an existing account (uid %d, shell %s, home %s%s) the role did not create: '
+                'it would set its shell to nologin and its home to %s, and its other programs would share the '
+                'service\'s files. Choose another name, or set sglang_service_existing_account_ok: true to use it as '
+                'it is meant' % (user, uid, shell, account_home, ', comment %r' % gecos if gecos else '', home))
     return None
 
 

@@ -91,7 +91,10 @@ options:
     type: int
     default: 1800
   workdir:
-    description: Where AIPerf's artifacts of each level are written (a fresh directory under it per run).
+    description:
+      - Where AIPerf's artifacts of each level are written (a fresh directory under it per run).
+      - Made root's alone (0700); one that exists and is not a directory of this user's (another user made it first
+        in C(/var/tmp), a link) fails the sweep before anything runs.
     type: path
     default: /var/tmp/k26-benchmark
 attributes:
@@ -158,6 +161,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi
+from ansible_collections.k26.deploy.plugins.module_utils.k26_files import private_directory
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_benchmark_aiperf import (
     EXPORT_FILE,
     LAUNCH_CODE,
@@ -295,7 +299,9 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, levels=[], journal_lines=[], tool="", started=time.time(), duration=0.0)
     started = time.time()
-    os.makedirs(module.params["workdir"], mode=0o700, exist_ok=True)
+    problem = private_directory(module.params["workdir"])
+    if problem:
+        module.fail_json(msg="workdir: %s" % problem)
     workdir = tempfile.mkdtemp(prefix="sweep-", dir=module.params["workdir"])
     try:
         levels = [run_level(module, concurrency, workdir) for concurrency in module.params["levels"]]

@@ -87,6 +87,15 @@ options:
     description: The precompile's working directory (the service's home).
     type: path
     required: true
+  hardening:
+    description:
+      - The service's sandbox as [directive, value] pairs (the sglang_service role's unit writes the same list, from
+        C(service_hardening) in plugins/module_utils/systemd_unit_values.py); the transient unit gets each as
+        C(systemd-run -p), and C(PrivateNetwork=yes) besides, so that the keyless server the precompile starts on
+        127.0.0.1 is reachable from its own network namespace only.
+    type: list
+    elements: list
+    default: []
   deep_gemm_dir:
     description: The DeepGEMM cache directory the environment file names (C(SGLANG_DG_CACHE_DIR)).
     type: path
@@ -210,6 +219,7 @@ ARGUMENT_SPEC = dict(
     user=dict(type='str', required=True),
     group=dict(type='str', required=True),
     working_dir=dict(type='path', required=True),
+    hardening=dict(type='list', elements='list', default=[]),
     deep_gemm_dir=dict(type='path', required=True),
     state_dir=dict(type='path', default='/var/lib/k26deploy/deepgemm'),
     name=dict(type='str', required=True),
@@ -219,6 +229,10 @@ ARGUMENT_SPEC = dict(
 
 #: seconds systemd gives the precompile beyond its own --timeout before it stops the unit
 DEADLINE_GRACE = 60
+#: the transient unit's own properties, beside the service's hardening: its environment, deadline and end; and a
+#: network namespace of its own (it needs only loopback, where its server answers without a key)
+OWN_PROPERTIES = ('EnvironmentFile', 'RuntimeMaxSec', 'KillMode', 'TimeoutStopSec', 'RemainAfterExit',
+                  'PrivateNetwork')
 
 
 def read_model_config(options):
@@ -281,15 +295,18 @@ def compile_command(params, port):
 
 
 def systemd_run_argv(params, unit, command):
-    """The transient unit: the service's user, environment file and home, the whole cgroup stopped at the deadline.
-    It stays loaded once its process ended (RemainAfterExit), so its result can be read; systemd-run starts it and
-    returns (its --wait needs the D-Bus daemon, which a host without one lacks: systemctl does not)."""
-    return ['systemd-run', '--unit', unit, '--description', 'DeepGEMM precompile for %s' % params['name'],
-            '--uid', params['user'], '--gid', params['group'], '--working-directory', params['working_dir'],
-            '--property', 'EnvironmentFile=%s' % params['env_file'],
-            '--property', 'RuntimeMaxSec=%d' % (params['timeout'] + DEADLINE_GRACE),
-            '--property', 'KillMode=control-group', '--property', 'TimeoutStopSec=30',
-            '--property', 'RemainAfterExit=yes', '--service-type=exec', '--quiet', '--'] + command
+    """The transient unit: the service's user, environment file, home and hardening, a network namespace of its own,
+    the whole cgroup stopped at the deadline. It stays loaded once its process ended (RemainAfterExit), so its result
+    can be read; systemd-run starts it and returns (its --wait needs the D-Bus daemon, which a host without one
+    lacks: systemctl does not)."""
+    own = ['EnvironmentFile=%s' % params['env_file'], 'RuntimeMaxSec=%d' % (params['timeout'] + DEADLINE_GRACE),
+           'KillMode=control-group', 'TimeoutStopSec=30', 'RemainAfterExit=yes', 'PrivateNetwork=yes']
+    properties = own + ['%s=%s' % (name, value) for name, value in params.get('hardening') or []]
+    argv = ['systemd-run', '--unit', unit, '--description', 'DeepGEMM precompile for %s' % params['name'],
+            '--uid', params['user'], '--gid', params['group'], '--working-directory', params['working_dir']]
+    for assignment in properties:
+        argv += ['--property', assignment]
+    return argv + ['--service-type=exec', '--quiet', '--'] + command
 
 
 def outcome_of(properties):
@@ -364,6 +381,8 @@ def main():
     params = module.params
     if params['timeout'] < 1:
         module.fail_json(msg='timeout must be 1 or more seconds, not %d' % params['timeout'])
+    if any(len(pair) != 2 or not str(pair[0]).isalnum() for pair in params['hardening']):
+        module.fail_json(msg='hardening must be [directive, value] pairs, got %r' % (params['hardening'],))
     options = sglang_deepgemm.long_option_names(params['options'])
     try:
         model_config = read_model_config(options)

@@ -14,6 +14,10 @@ description:
     a group or other write bit).
   - Looks at each live file and its saved copy (SHA-256 of regular files) and says whether a saved copy of every
     required file exists in a trusted store and whether the live configuration differs from the saved one.
+  - Looks (without following links) at each live file and every directory above it, and says why root must neither
+    save it into the store nor restore over it (RV(live_unsafe)) when it is not a regular file of root's, or anyone
+    but root could write it or a directory above it (the service account could otherwise link it to any file of
+    root's, C(/etc/shadow), and have root copy that into the store and back out readable by the service's group).
   - One module run instead of a C(ansible.builtin.stat) per path, as the role asks this on every run. Changes nothing.
 version_added: "0.3.0"
 author:
@@ -57,6 +61,13 @@ untrusted:
   returned: success
   type: str
   sample: /var/lib/k26deploy/rollback/sglang is owned by uid 999, not root
+live_unsafe:
+  description:
+    - Why root must neither save a live file nor restore over it ('' when it may) - the first live file that is not a
+      regular file owned by root and writable by root alone, or that lies below a directory someone else owns or
+      can write (or a link). The role fails before it saves or restores anything when this is set.
+  returned: success
+  type: str
 can_roll_back:
   description: The store is trusted and holds a saved copy of every required file.
   returned: success
@@ -79,7 +90,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import (
-    compare, path_and_parents, untrusted)
+    compare, path_and_parents, unsafe_live_file, untrusted)
 
 
 def look(module, path):
@@ -92,7 +103,8 @@ def look(module, path):
         module.fail_json(msg='cannot look at %s: %s' % (path, exc))
     checksum = module.sha256(path) if stat.S_ISREG(info.st_mode) else ''
     return {'item': path, 'stat': {'exists': True, 'path': path, 'islnk': stat.S_ISLNK(info.st_mode),
-                                   'uid': info.st_uid, 'mode': '%04o' % stat.S_IMODE(info.st_mode)}}, checksum
+                                   'isreg': stat.S_ISREG(info.st_mode), 'uid': info.st_uid,
+                                   'mode': '%04o' % stat.S_IMODE(info.st_mode)}}, checksum
 
 
 def main():
@@ -119,9 +131,16 @@ def main():
         looked.append(dict(entry, live_exists=live['stat']['exists'], saved_exists=saved['stat']['exists'],
                            live_sha256=live_sum, saved_sha256=saved_sum))
     reason = untrusted(store) or ''
+    live_unsafe = ''
+    for entry in params['files']:
+        directories = [look(module, path)[0] for path in path_and_parents(os.path.dirname(entry['live']))]
+        live_unsafe = unsafe_live_file(directories, look(module, entry['live'])[0]) or ''
+        if live_unsafe:
+            break
     can_roll_back, differs = compare(looked, reason)
     files = [{key: value for key, value in entry.items() if not key.endswith('_sha256')} for entry in looked]
-    module.exit_json(changed=False, untrusted=reason, can_roll_back=can_roll_back, differs=differs, files=files)
+    module.exit_json(changed=False, untrusted=reason, live_unsafe=live_unsafe, can_roll_back=can_roll_back,
+                     differs=differs, files=files)
 
 
 if __name__ == '__main__':

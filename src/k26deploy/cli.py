@@ -44,7 +44,7 @@ import yaml
 from .progress import LiveView, format_elapsed, format_host_state
 from . import tune as tune_module
 from .results import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_CODES, EXIT_FAILED, EXIT_OK, RunResult
-from .runner import PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun
+from .runner import PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun, yaml_error_text
 
 COMMAND_HELP = {
     "deploy": "deploy Kimi K2.6 on SGLang (deploy_k26.yml) and wait until it is ready",
@@ -67,20 +67,13 @@ def exit_codes_text() -> str:
 
 
 # -- extra vars ------------------------------------------------------------------------------
-# Messages about extra vars never quote them: a value may be the API key (the YAML parser's own message shows the
-# lines around the error, so only its position and problem are kept).
-def _yaml_error(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    what = "; ".join(part for part in (getattr(exc, "context", None), getattr(exc, "problem", None)) if part)
-    return f"not valid YAML/JSON{where}" + (f": {what}" if what else "")
-
-
+# Messages about extra vars never quote them: a value may be the API key (runner.yaml_error_text keeps only the YAML
+# parser's position and problem, not the lines around the error that its own message shows).
 def _load_mapping(text: str, origin: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise BadInputError(f"extra vars {origin}: {_yaml_error(exc)}") from None
+        raise BadInputError(f"extra vars {origin}: {yaml_error_text(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -308,10 +301,12 @@ def format_precompile(precompile: dict[str, Any]) -> str:
 def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool = False) -> None:
     """A short human summary of the run, one block per host."""
     duration = f" in {result.duration:.1f}s" if result.duration is not None else ""
-    out.write(f"{command}: {result.playbook}: {result.status} (exit {result.exit_code}){duration}\n")
+    # ansible-runner's "successful" means only that ansible-playbook exited 0 (also with no host reached)
+    status = "failed" if result.status == "successful" and result.exit_code != 0 else result.status
+    out.write(f"{command}: {result.playbook}: {status} (exit {result.exit_code}){duration}\n")
     if result.error:
         out.write(f"  error: {result.error.strip()}\n")
-    if not result.hosts:
+    if not result.hosts and not (result.error or "").startswith("no host was reached"):
         out.write("  no host was reached\n")
     for host in result.hosts.values():
         fields = [f"{host.host}:", host.state]

@@ -544,6 +544,12 @@ class ResultBuilder:
         error = None
         if self.error_lines and (status != "successful" or rc not in (0, None)):
             error = "\n".join(self.error_lines)[-4000:]
+        # ansible-playbook ends a run whose inventory gave its plays no host (one it could not parse, a --limit or
+        # group that matches nothing) "successful": nothing was checked or deployed, so it is bad input here.
+        reached_none = not hosts and not stats and not cancelled and status == "successful"
+        if reached_none:
+            error = ("no host was reached: the inventory gave the playbook's plays no host (one that could not be "
+                     "parsed, an empty group, a --limit that matches nothing); nothing was checked or changed")
         return RunResult(
             playbook=playbook,
             status=status,
@@ -555,7 +561,8 @@ class ResultBuilder:
             cancelled=cancelled,
             check=check,
             set_stats=artifact_data,
-            bad_input=not stats and not cancelled and rc in (ANSIBLE_RC_PARSER_ERROR, ANSIBLE_RC_OPTIONS_ERROR),
+            bad_input=reached_none or (not stats and not cancelled
+                                       and rc in (ANSIBLE_RC_PARSER_ERROR, ANSIBLE_RC_OPTIONS_ERROR)),
             error=error,
             duration=duration,
             command=command,

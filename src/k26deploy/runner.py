@@ -39,6 +39,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import yaml
+
 from .progress import ProgressTail
 from .results import ResultBuilder, RunResult
 
@@ -119,6 +121,51 @@ def resolve_playbook(command_or_path: str, project_dir: Path) -> str:
         return str(path.resolve())
 
 
+def yaml_error_text(exc: yaml.YAMLError) -> str:
+    """The YAML parser's position and problem, without the lines around the error that its own message (and
+    ansible-core's) quotes: they may hold a secret."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = "; ".join(part for part in (getattr(exc, "context", None), getattr(exc, "problem", None)) if part)
+    return f"not valid YAML/JSON{where}" + (f": {what}" if what else "")
+
+
+class _AnyTagLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+    """PyYAML's safe loader that takes Ansible's tags (!vault, !unsafe) as they come: only the syntax is checked."""
+
+
+_AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+# The files Ansible reads as YAML in an inventory source (its yaml plugin's extensions, and the variables beside it).
+_YAML_SUFFIXES = (".yml", ".yaml", ".json")
+
+
+def _inventory_yaml_files(path: Path) -> list[Path]:
+    """The YAML files Ansible would read for the inventory source PATH: every one in the directory, or the file
+    itself and the group_vars/host_vars beside it."""
+    if path.is_dir():
+        files, tops = [], [path]
+    else:
+        files = [path] if path.suffix in _YAML_SUFFIXES else []
+        tops = [path.parent / name for name in ("group_vars", "host_vars") if (path.parent / name).is_dir()]
+    for top in tops:
+        for root, dirs, names in os.walk(top):
+            dirs[:] = sorted(name for name in dirs if not name.startswith("."))
+            files += [Path(root) / name for name in sorted(names) if Path(name).suffix in _YAML_SUFFIXES]
+    return files
+
+
+def check_inventory(path: Path) -> None:
+    """Refuse an inventory source whose YAML does not parse, naming the file, line and problem only. ansible-playbook
+    would warn, quote the lines around the error (an API key, a password), fall back to an empty inventory and run
+    with no host."""
+    for name in _inventory_yaml_files(path):
+        try:
+            yaml.load(name.read_text(encoding="utf-8", errors="replace"), Loader=_AnyTagLoader)  # noqa: S506
+        except yaml.YAMLError as exc:
+            raise BadInputError(f"inventory {name}: {yaml_error_text(exc)} (its lines are not shown: they may "
+                                "hold a secret)") from None
+
+
 def _inventory_args(inventory: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None) -> list[str]:
     """``-i`` arguments: existing paths made absolute; ``host1,host2,`` lists passed through."""
     if inventory is None:
@@ -129,6 +176,7 @@ def _inventory_args(inventory: str | os.PathLike[str] | Sequence[str | os.PathLi
         text = os.fspath(item)
         path = Path(text).expanduser()
         if path.exists():
+            check_inventory(path.resolve())
             args += ["-i", str(path.resolve())]
         elif "," in text:
             args += ["-i", text]

@@ -32,6 +32,13 @@ CASES = {
     "missing model path": ({"sglang_service_model_path": ""}, "no model path"),
     "public bind without a key": ({"sglang_service_api_key": ""}, "no API key is set"),
     "option SGLang does not know": ({"sglang_service_options": {"cuda-graph-max-bs": 256}}, "cuda-graph-max-bs"),
+    "served model name ending in a backslash": ({"sglang_service_served_model_name": "kimi-k2.6\\"},
+                                                'sglang_service_served_model_name ends with "\\"'),
+    "model copied into the service's home": ({"sglang_service_model_path": "/var/lib/sglang/models/k26",
+                                              "sglang_model_source": "controller",
+                                              "sglang_model_controller_path": "/srv/k26"},
+                                             "sglang_model_path /var/lib/sglang/models/k26 lies inside "
+                                             "sglang_service_home /var/lib/sglang"),
     "API key SGLang would print escaped": ({"sglang_service_api_key": "with\\backslash-0123456789"},
                                            "sglang_service_api_key must be 16 or more letters, digits and - . _ ~"),
 }

@@ -67,3 +67,21 @@ def test_specifier_directives_read_back_exactly(container, started):
     assert show(container, "Description") == DESCRIPTION
     assert show(container, "WorkingDirectory") == WORKDIR
     assert show(container, "ReadWritePaths") == "/srv " + LISTED
+
+
+def test_a_trailing_backslash_joins_the_next_line_so_it_is_refused(container):
+    """Why a value that ends a line may not end with a backslash: systemd reads the next line as part of it."""
+    name = "k26-trailing-backslash"
+    served = "kimi-k2.6\\"
+    container.put("/etc/systemd/system/%s.service" % name, "\n".join([
+        "[Unit]", "Description=SGLang server for " + values.specifiers_escaped(served),
+        "Documentation=https://docs.sglang.ai/", "[Service]", "ExecStart=/bin/true", ""]))
+    container.exec("systemctl daemon-reload")
+    try:
+        description = container.systemctl("show", "--value", "-p", "Description", name).stdout
+        assert "Documentation=" in description
+    finally:
+        container.exec("rm -f /etc/systemd/system/%s.service && systemctl daemon-reload" % name)
+    assert values.problems([["sglang_service_served_model_name", "text", served]]) == [
+        'sglang_service_served_model_name ends with "\\" (%r): systemd would read the next line of the unit as '
+        'part of it, so it is refused' % served]

@@ -216,3 +216,25 @@ def test_api_keyboard_interrupt_cancels_the_run(tmp_path):
     status, code, state, artifacts_dir = out.split()
     assert (status, int(code), state) == ("canceled", EXIT_CANCELLED, "cancelled"), err
     assert "Sleep a long time" not in finished_tasks(artifacts_dir)
+
+
+INVENTORY_SECRET = "k26-inventory-secret-4242abcd"
+
+
+def test_cli_a_malformed_inventory_is_bad_input_and_its_lines_are_not_printed(tmp_path):
+    bad = tmp_path / "hosts.yml"
+    bad.write_text("all:\n  hosts:\n    gpu-01:\n      sglang_service_api_key: %s\n     broken: [indent\n"
+                   % INVENTORY_SECRET)
+    proc = cli("preflight", "-v", "-i", str(bad), "--artifacts-dir", str(tmp_path / "pdd"))
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stdout + proc.stderr
+    assert INVENTORY_SECRET not in proc.stdout + proc.stderr
+    assert "inventory %s: not valid YAML/JSON at line 5" % bad in proc.stderr, proc.stderr
+    assert not list(tmp_path.rglob("stdout"))  # nothing ran, so no artifact holds the line either
+
+
+def test_cli_a_run_that_reached_no_host_is_not_a_success(tmp_path):
+    empty = tmp_path / "hosts.yml"
+    empty.write_text("all:\n  hosts: {}\n")
+    proc = cli("preflight", "-i", str(empty), "--artifacts-dir", str(tmp_path / "pdd"))
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stdout + proc.stderr
+    assert "no host was reached" in proc.stdout and "successful" not in proc.stdout

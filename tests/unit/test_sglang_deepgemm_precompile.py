@@ -8,7 +8,7 @@ import pytest
 from module_runner import run_module
 from test_sglang_deepgemm import K26_CONFIG, K2_CONFIG
 
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, systemd_unit_values
 from ansible_collections.k26.deploy.plugins.modules import sglang_deepgemm_precompile as module
 
 
@@ -87,3 +87,17 @@ def test_the_command_is_sglangs_precompile_on_loopback_or_the_simulators_compile
 ])
 def test_the_transient_units_properties_say_how_the_precompile_ended(properties, outcome):
     assert module.outcome_of(properties) == outcome
+
+
+def test_the_transient_unit_gets_the_services_hardening_and_a_network_of_its_own(tmp_path):
+    hardening = systemd_unit_values.service_hardening(
+        ['/var/cache/sglang', '/var/lib/sglang'], 'yes', ['@privileged', '@resources'], ['sched_setscheduler'], [],
+        ['char-nvidia-frontend rw', 'char-nvidia-uvm rw'])
+    params = dict(args_for(tmp_path, K2_CONFIG), simulator_path=None, timeout=1800, hardening=hardening)
+    unit = module.systemd_run_argv(params, 'sglang-deepgemm-x.service', ['/bin/true'])
+    given = [unit[index + 1] for index, word in enumerate(unit[:unit.index('--')]) if word == '--property']
+    assert [pair for pair in given if pair.split('=', 1)[0] not in module.OWN_PROPERTIES] == \
+        ['%s=%s' % (name, value) for name, value in hardening]
+    # the keyless server it starts on loopback is no local user's: loopback of its own
+    assert 'PrivateNetwork=yes' in given
+    assert 'SystemCallFilter=~@privileged @resources' in given and 'DeviceAllow=char-nvidia-uvm rw' in given

@@ -63,3 +63,13 @@ def test_missing_writable_paths_are_named():
     found = problems("sglang", "sglang", HOME, DIRS, PASSWD, GROUPS, ROOT_ONLY, missing=["/srv/typo"])
     assert found == ["sglang_service_read_write_paths names /srv/typo, which does not exist on the host: systemd "
                      "would refuse to start the unit (226/NAMESPACE). Create it first, or remove it from the list"]
+
+
+@pytest.mark.parametrize("entry", [
+    ["x", "33", "33", "www-data", "/var/www", "/usr/sbin/nologin"],  # Debian's web server account
+    ["x", "34", "34", "", "/var/www", "/usr/sbin/nologin"],  # a static system account (base-passwd: below 100)
+], ids=["named system account", "static system account"])
+def test_a_system_account_with_the_services_home_is_not_the_roles_own(entry):
+    passwd = dict(PASSWD, **{"www-data": entry})
+    found = problems("www-data", "new", "/var/www", [], passwd, GROUPS, ROOT_ONLY)
+    assert len(found) == 1 and found[0].startswith("sglang_service_user www-data is an existing account"), found

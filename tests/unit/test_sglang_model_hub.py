@@ -34,3 +34,12 @@ def test_only_what_the_directory_lacks_at_its_size_is_still_to_download(tmp_path
 
 def test_the_free_space_is_that_of_the_nearest_directory_that_exists(tmp_path):
     assert hf_stage.free_bytes(str(tmp_path / "a" / "b" / "c")) == hf_stage.shutil.disk_usage(str(tmp_path)).free
+
+
+def test_the_token_comes_from_its_file_only(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("hf_secret\n")
+    assert hf_stage.read_token(["--check", "--token-file", str(token_file)]) == "hf_secret"
+    assert hf_stage.read_token(["--check"]) is None
+    token_file.write_text("")
+    assert hf_stage.read_token(["--token-file", str(token_file)]) is None

@@ -2,7 +2,8 @@
 root alone can write."""
 import pytest
 
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import compare, path_and_parents, untrusted
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import (
+    compare, path_and_parents, unsafe_live_file, untrusted, writable_overlaps)
 
 
 def stat(path, uid=0, mode="0700", islnk=False, exists=True):
@@ -59,3 +60,56 @@ def test_rolling_back_needs_every_required_saved_file_in_a_trusted_store():
 @pytest.mark.parametrize("live, saved", [("a", "b"), ("a", None), (None, "a")])
 def test_any_difference_in_content_or_presence_differs(live, saved):
     assert compare([looked("x", "x"), looked(live, saved, required=False)], "")[1] is True
+
+
+# ---- the live files root saves and restores: regular files of root's, in directories root alone can write
+
+LIVE_DIRS = [stat("/", mode="0755"), stat("/etc", mode="0755"), stat("/etc/sglang", mode="0750"),
+             stat("/etc/sglang/tls", mode="0750")]
+
+
+def regular(path, isreg=None, **change):
+    entry = stat(path, mode="0640", **change)
+    entry["stat"]["isreg"] = not change.get("islnk", False) if isreg is None else isreg
+    return entry
+
+
+def test_a_live_file_root_alone_controls_may_be_saved_and_restored():
+    assert unsafe_live_file(LIVE_DIRS, regular("/etc/sglang/tls/server.crt")) is None
+    assert unsafe_live_file(LIVE_DIRS, {"item": "/etc/sglang/tls/ca.crt", "stat": {"exists": False}}) is None
+
+
+@pytest.mark.parametrize("dirs, live, reason", [
+    # the attack: the service account owns the configuration directory and links a managed file to /etc/shadow
+    (LIVE_DIRS[:2] + [stat("/etc/sglang", uid=999, mode="0750")] + LIVE_DIRS[3:],
+     regular("/etc/sglang/tls/server.crt", islnk=True), "/etc/sglang is owned by uid 999, not root"),
+    (LIVE_DIRS, regular("/etc/sglang/tls/server.crt", islnk=True), "/etc/sglang/tls/server.crt is a symbolic link"),
+    (LIVE_DIRS, regular("/etc/sglang/tls/server.crt", uid=999), "/etc/sglang/tls/server.crt is owned by uid 999, not root"),
+    (LIVE_DIRS, regular("/etc/sglang/tls/server.crt", isreg=False), "/etc/sglang/tls/server.crt is not a regular file"),
+    (LIVE_DIRS[:3] + [stat("/etc/sglang/tls", mode="0770")], regular("/etc/sglang/tls/server.crt"),
+     "/etc/sglang/tls is writable by its group (mode 0770)"),
+], ids=["directory of the service's", "a link", "a file of the service's", "a fifo or directory", "group-writable"])
+def test_a_live_file_anyone_else_controls_is_refused_with_the_path(dirs, live, reason):
+    assert unsafe_live_file(dirs, live) == reason
+
+
+WRITABLE = {"sglang_service_home": "/var/lib/sglang", "sglang_service_cache_dir": "/var/cache/sglang",
+            "sglang_service_hf_home": "/var/cache/sglang/huggingface", "sglang_service_read_write_paths": ["/srv/out"]}
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("/etc/sglang", []),
+    ("/etc/sglang-cache", []),  # a name that starts like a writable one is not inside it
+    ("/var/lib/sglang", ["sglang_service_config_dir /var/lib/sglang is sglang_service_home /var/lib/sglang, which the "
+                         "service account can write"]),
+    ("/var/lib/sglang/etc", ["sglang_service_config_dir /var/lib/sglang/etc lies inside sglang_service_home "
+                             "/var/lib/sglang, which the service account can write"]),
+    ("/var/cache", ["sglang_service_config_dir /var/cache contains sglang_service_cache_dir /var/cache/sglang, which "
+                    "the service account can write",
+                    "sglang_service_config_dir /var/cache contains sglang_service_hf_home "
+                    "/var/cache/sglang/huggingface, which the service account can write"]),
+    ("/srv/out/conf", ["sglang_service_config_dir /srv/out/conf lies inside sglang_service_read_write_paths "
+                       "/srv/out, which the service account can write"]),
+])
+def test_a_root_directory_may_not_overlap_one_the_service_account_writes(path, expected):
+    assert writable_overlaps("sglang_service_config_dir", path, WRITABLE) == expected

@@ -22,6 +22,9 @@ NEWLINE = "kimi\n[Service]\nExecStartPre=+/bin/sh -c id"
     ("addresses", ["10.0.0.0/8", "10.0.0.0/8 any"]), ("addresses", ["not-an-address"]),
     # a trailing newline alone ($ in a pattern matches before one)
     ("account", "sglang\n"), ("unit_name", "sglang\n"), ("syscalls", ["@privileged\n"]),
+    # a trailing backslash: systemd joins the next line of the unit to the value (Description= swallows
+    # Documentation=)
+    ("text", "kimi-k2.6\\"), ("text", "kimi\\\\"), ("path", "/srv/model\\"),
 ])
 def test_values_no_escaping_can_carry_are_refused(kind, value):
     found = values.problems([["the_variable", kind, value]])

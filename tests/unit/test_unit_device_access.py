@@ -14,8 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi as smi
+from ansible_collections.k26.deploy.plugins.module_utils import systemd_unit_values
 
 ROOT = Path(__file__).resolve().parents[2]
 RENDER = ROOT / "tests" / "fixtures" / "playbooks" / "render_unit.yml"
@@ -155,3 +157,15 @@ def test_no_driver_means_private_devices(tmp_path):
 def test_device_access_can_be_refused(tmp_path):
     lines = render_unit(tmp_path, OPEN_MODULE, extra=("-e", "sglang_service_nvidia_devices=false"))
     assert device_allow(lines) == [] and "PrivateDevices=yes" in lines
+
+
+def test_the_unit_writes_the_hardening_list_the_precompile_gets(tmp_path):
+    lines = render_unit(tmp_path, OPEN_MODULE)
+    start = lines.index("# (plugins/module_utils/systemd_unit_values.py service_hardening)") + 1
+    written = [line.split("=", 1) for line in lines[start:lines.index("[Install]") - 1]]
+    defaults = yaml.safe_load((ROOT / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())
+    expected = systemd_unit_values.service_hardening(
+        ["/var/cache/sglang", "/var/lib/sglang", "/var/cache/sglang/huggingface"], "yes",
+        defaults["sglang_service_syscall_deny"], defaults["sglang_service_syscall_allow"], [],
+        device_allow(lines))
+    assert written == expected and ["PrivateUsers", "yes"] in written and len(device_allow(lines)) > 1

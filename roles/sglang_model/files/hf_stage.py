@@ -3,8 +3,9 @@ still needs is known to be free. Prints one JSON object: the repository's files 
 name -> size, and sha256 for files kept in LFS), the bytes still to download and the free bytes, and whether it
 downloaded. Exit status 3 when the disk cannot hold what is missing (nothing is downloaded then).
 
-Usage: python hf_stage.py REPO REVISION LOCAL_DIR [--check]
-The hub's address and a token come from huggingface_hub's own environment (HF_ENDPOINT, HF_TOKEN).
+Usage: python hf_stage.py REPO REVISION LOCAL_DIR [--check] [--token-file PATH]
+The hub's address comes from huggingface_hub's own environment (HF_ENDPOINT); a token from the file PATH (never
+the command line or the environment, which other users and logs can see), else huggingface_hub's own configuration.
 """
 
 import json
@@ -48,11 +49,20 @@ def free_bytes(path):
     return shutil.disk_usage(path).free
 
 
+def read_token(argv):
+    """The token in the file named after --token-file, or None (huggingface_hub's own configuration decides)."""
+    if "--token-file" not in argv:
+        return None
+    with open(argv[argv.index("--token-file") + 1], encoding="utf-8") as handle:
+        return handle.read().strip() or None
+
+
 def main(argv):
     repo, revision, local_dir = argv[:3]
     check_only = "--check" in argv[3:]
+    token = read_token(argv[3:])
     from huggingface_hub import HfApi, snapshot_download  # pylint: disable=import-outside-toplevel
-    info = HfApi().model_info(repo, revision=revision, files_metadata=True)
+    info = HfApi(token=token).model_info(repo, revision=revision, files_metadata=True)
     expected = expected_files(info.siblings or [])
     report = {"expected": expected, "missing_bytes": missing_bytes(expected, local_dir),
               "free_bytes": free_bytes(local_dir), "downloaded": False}
@@ -60,7 +70,7 @@ def main(argv):
         print(json.dumps(report))
         return NO_SPACE
     if report["missing_bytes"] and not check_only:
-        snapshot_download(repo_id=repo, revision=revision, local_dir=local_dir)
+        snapshot_download(repo_id=repo, revision=revision, local_dir=local_dir, token=token)
         report["downloaded"] = True
     print(json.dumps(report))
     return 0
