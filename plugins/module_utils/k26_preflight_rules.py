@@ -28,7 +28,7 @@ import json
 import re
 from collections import namedtuple
 
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout, sglang_perf_facts
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,
@@ -260,14 +260,9 @@ def cuda_graph_config(ctx):
 
 
 def default_decode_graph_max_bs(gpu_mem_mib, tp):
-    """SGLang 0.5.23's largest decode batch with a CUDA graph when none is set (srt/arg_groups/memory_hook.py),
+    """SGLang 0.5.23's largest decode batch with a CUDA graph when none is set (sglang_perf_facts.memory_tier),
     from the smallest GPU's memory (nvidia-smi memory.total, MiB; None when unknown) and tp-size."""
-    if not gpu_mem_mib:
-        return 160
-    for below_gib, small_tp, large_tp in ((20, 8, 8), (35, 48, 160), (60, 32, 160), (160, 256, 512)):
-        if gpu_mem_mib < below_gib * 1024:
-            return small_tp if tp < 4 else large_tp
-    return 512
+    return sglang_perf_facts.memory_tier(gpu_mem_mib, tp)[1]
 
 
 def decode_graph_max_bs(ctx, running):
