@@ -242,8 +242,8 @@ def check_cuda_graph_off(ctx):
     if not reasons:
         return None
     return found("CUDA graphs will be off for decode: %s. Every decode step then pays Python and kernel-launch "
-                 "overhead; in the seed deployment, graphs back on together with pp-async-batch-depth 8 raised "
-                 "single-request throughput by 44%% (24.7 -> 35.6 tok/s)." % "; ".join(reasons),
+                 "overhead; in the seed deployment, graphs back on raised single-request throughput by 44%% (24.7 -> "
+                 "35.6 tok/s; the pp-async-batch-depth 8 set with them cannot act on one request)." % "; ".join(reasons),
                  "; ".join(fixes), option_evidence(ctx, *read))
 
 
@@ -330,24 +330,28 @@ def check_cuda_graph_partial(ctx):
                       **({"largest_decode_batch": batch, "largest_decode_graph": graphs} if batch else {})))
 
 
-def micro_batches_in_flight(pp, depth):
-    """Micro-batches a pipeline of PP stages keeps in flight with pp-async-batch-depth DEPTH (one stage each)."""
-    return min(pp, 1 + max(depth, 0)) if pp > 1 else 1
+def micro_batch_slots(pp, depth):
+    """Micro-batch slots SGLang's pipeline scheduler keeps: pp_size + pp_async_batch_depth
+    (sglang_perf_facts "pp-loop-size"); 1 without pipeline parallelism."""
+    return pp + max(depth, 0) if pp > 1 else 1
 
 
 def check_pp_async_depth(ctx):
+    """What the depth does with pipeline parallelism (SGLang 0.5.23's scheduler), as information: neither depth 0
+    nor any other was measured apart from CUDA graphs on the seed machine class."""
     _tp, pp, _nnodes = parallel(ctx)
     if pp <= 1:
         return None
     depth = as_int(opt(ctx, "pp-async-batch-depth"), 0)
-    if depth >= pp:
-        return None
-    busy = micro_batches_in_flight(pp, depth)
-    return found("pp-size %d with pp-async-batch-depth %d: at most %d/%d (%d%%) of the GPUs are busy at once "
-                 "(with depth 0 the seed deployment's GPUs idled at 85 W of 600 W)."
-                 % (pp, depth, busy, pp, int(100 * busy / pp)),
-                 "set pp-async-batch-depth: %d (one micro-batch in flight per pipeline stage)" % pp,
-                 {"pp-size": pp, "pp-async-batch-depth": depth})
+    slots = micro_batch_slots(pp, depth)
+    return found("pp-size %d with pp-async-batch-depth %d: SGLang keeps pp-size + depth = %d micro-batch slots, so "
+                 "with %d or more requests every pipeline stage has a micro-batch in flight, whatever the depth; "
+                 "the depth adds slots so that the last stage's output processing overlaps GPU work. With one "
+                 "request there is one micro-batch and the depth changes nothing (the seed deployment's 24.7 -> "
+                 "35.6 tok/s at concurrency 1 came from turning CUDA graphs back on)."
+                 % (pp, depth, slots, pp),
+                 NOTHING_TO_DO + "; measure another depth with k26deploy bench if throughput at high concurrency "
+                 "matters", {"pp-size": pp, "pp-async-batch-depth": depth, "micro-batch slots": slots})
 
 
 def check_nnodes_divisor(ctx):
@@ -693,8 +697,11 @@ def check_layout(ctx):
     layout = ctx.get("layout")
     if not layout:
         return None
+    evidence = {"layout.%s" % key: layout.get(key) for key in ("source", "interconnect")}
+    if layout.get("evidence"):
+        evidence["layout.evidence"] = layout["evidence"]
     return found("tp-size %s, pp-size %s: %s" % (layout.get("tp_size"), layout.get("pp_size"), layout.get("reason")),
-                 NOTHING_TO_DO, {"layout.%s" % key: layout.get(key) for key in ("source", "interconnect")}, INFO)
+                 NOTHING_TO_DO, evidence, INFO)
 
 
 def check_layout_topology(ctx):
@@ -713,7 +720,8 @@ def check_layout_topology(ctx):
 RULES = (
     Rule("K26-CUDA-GRAPH-OFF", WARNING, "CUDA graphs disabled (explicitly or implicitly)", check_cuda_graph_off),
     Rule("K26-CUDA-GRAPH-PARTIAL", WARNING, "CUDA graphs off for part of the decode batches", check_cuda_graph_partial),
-    Rule("K26-PP-ASYNC-DEPTH", WARNING, "pp-async-batch-depth below pp-size", check_pp_async_depth),
+    Rule("K26-PP-ASYNC-DEPTH", INFO, "what pp-async-batch-depth does with pipeline parallelism",
+         check_pp_async_depth),
     Rule("K26-LAYOUT", INFO, "tensor and pipeline parallel sizes, and why", check_layout),
     Rule("K26-LAYOUT-TOPOLOGY", WARNING, "tp-size or pp-size fights the GPUs' interconnect", check_layout_topology),
     Rule("K26-NNODES-DIVISOR", ERROR, "(tp-size x pp-size) not divisible by nnodes", check_nnodes_divisor),

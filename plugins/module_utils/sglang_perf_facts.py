@@ -144,16 +144,16 @@ RTX_PRO_6000_X8 = "8x RTX PRO 6000 Blackwell (96 GB, SM120)"
 MEASUREMENTS = (
     Measurement("seed-pp8-graphs-off", "SGLang", "Kimi K2.6", RTX_PRO_6000_X8, "pcie", 1, 8, False, 0,
                 {1: 24.7, 8: 95.6},
-                "the seed deployment's own benchmark (shared/seeds)",
+                "the seed deployment's benchmark (README, the seed's story)",
                 "--disable-cuda-graph left from an earlier bring-up, pp-async-batch-depth 0"),
     Measurement("seed-pp8-graphs-on", "SGLang", "Kimi K2.6", RTX_PRO_6000_X8, "pcie", 1, 8, True, 8,
                 {1: 35.6, 16: 156.4, 32: 248.0},
-                "the seed deployment's own benchmark (shared/seeds)",
+                "the seed deployment's benchmark (README, the seed's story)",
                 "graphs back on and pp-async-batch-depth 8 in one change; at C=1 only the graphs can matter"),
     Measurement("sglang-k25-tp8", "SGLang", "Kimi K2.5", RTX_PRO_6000_X8, "pcie", 8, 1, True, 0,
                 {1: 81.5},
                 "voipmonitor/rtx6kpro models/kimi-k25.md (Launch Commands -- SGLang, BF16 KV cache)",
-                "published as 73-90 tok/s; the middle of the range is kept"),
+                "published as 73-90 tok/s (the middle kept)"),
     Measurement("sglang-k25-tp8-ep8-custom-ar", "SGLang", "Kimi K2.5", RTX_PRO_6000_X8 + ", PCIe switches",
                 "pcie-custom-allreduce", 8, 1, True, 0,
                 {1: 101.0},
@@ -177,9 +177,9 @@ def measurement(row_id):
 
 def evidence_line(row):
     figures = ", ".join("C=%d %.1f" % (c, v) for c, v in sorted(row.tokens_per_s.items()))
-    return "%s %s TP%d%s on %s: %s tok/s (%s)" % (row.engine, row.model, row.tp,
-                                                    " PP%d" % row.pp if row.pp > 1 else "",
-                                                    row.hardware, figures, row.source)
+    layout = " ".join(part for part in ("TP%d" % row.tp if row.tp > 1 else "", "PP%d" % row.pp if row.pp > 1 else "")
+                      if part)
+    return "%s %s %s on %s: %s tok/s (%s)" % (row.engine, row.model, layout, row.hardware, figures, row.source)
 
 
 def best_at_one(rows):

@@ -11,7 +11,7 @@ short_description: Check a host and an SGLang option set for Kimi K2.6 before an
 description:
   - Gathers what the rules need on the target (GPU facts through nvidia-smi unless given, the model directory's
     existence and size, free disk for the caches) and evaluates the rules of C(k26_preflight_rules), for example
-    CUDA graphs disabled, C(pp-async-batch-depth) below C(pp-size), tp x pp not matching the GPUs, an attention
+    CUDA graphs disabled, a layout that fights the GPUs' interconnect, tp x pp not matching the GPUs, an attention
     backend that does not run on the GPU architecture, a model larger than the GPU memory budget, a driver too
     old for CUDA 13 or Fabric Manager missing on an NVSwitch system.
   - Returns every finding as data - a stable id, a severity, a message that says what happens, the fix, and the
@@ -160,8 +160,7 @@ EXAMPLES = r"""
   k26.deploy.sglang_preflight:
     options:
       model-path: /models/Kimi-K2.6
-      pp-size: 8
-      pp-async-batch-depth: 8
+      tp-size: 8
     simulator: true
     check_model: false
     severity_overrides:
@@ -179,7 +178,7 @@ findings:
       description: Stable rule id.
       type: str
       returned: always
-      sample: K26-PP-ASYNC-DEPTH
+      sample: K26-CUDA-GRAPH-OFF
     severity:
       description: V(error), V(warning) or V(info).
       type: str
