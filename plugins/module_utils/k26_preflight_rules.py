@@ -45,8 +45,6 @@ SEVERITY_OFF = "off"
 # CUDA 13.0 GA needs driver >= 580.65.06 (CUDA 13.0 release notes).
 DEFAULT_MIN_DRIVER_VERSION = "580.65.06"
 MIN_CUDA_DRIVER_API = "13.0"
-# Used for the model-size rule when mem-fraction-static is not set (SGLang then picks one itself).
-ASSUMED_MEM_FRACTION = 0.9
 # Weights above this share of the budget leave little room for the KV cache.
 MODEL_TIGHT_RATIO = 0.9
 
@@ -509,6 +507,24 @@ def check_deepgemm(ctx):
                  evidence)
 
 
+def static_fraction(ctx, gpu_mem_mib):
+    """(mem-fraction-static, where it comes from): the option, or SGLang 0.5.23's own estimate for this GPU and
+    layout (sglang_perf_facts.mem_fraction_static)."""
+    fraction_set = opt(ctx, "mem-fraction-static")
+    if fraction_set is not None:
+        return as_float(fraction_set, 0.0), "set"
+    tp, pp, _nnodes = parallel(ctx)
+    prefill = str(opt(ctx, "cuda-graph-backend-prefill", "") or "").lower()
+    fraction, _reserved = sglang_perf_facts.mem_fraction_static(
+        gpu_mem_mib, tp, pp, chunked_prefill_size=as_int(opt(ctx, "chunked-prefill-size"), None),
+        decode_max_bs=as_int(opt(ctx, "cuda-graph-max-bs-decode"), None),
+        decode_graphs=not check_cuda_graph_off(ctx),
+        prefill_graph=(False if prefill == "disabled" or as_bool(opt(ctx, "disable-prefill-cuda-graph"))
+                       else True if prefill else None),
+        mla=bool(ctx.get("mla", True)))
+    return fraction, "SGLang's own estimate"
+
+
 def check_model_too_large(ctx):
     model = ctx.get("model")
     if not model or not model.get("exists") or not model.get("size_bytes"):
@@ -521,25 +537,73 @@ def check_model_too_large(ctx):
     if not mems:
         return None
     used = min(tp * pp, len(mems) * max(nnodes, 1))
-    fraction_set = opt(ctx, "mem-fraction-static")
-    fraction = as_float(fraction_set, ASSUMED_MEM_FRACTION)
+    fraction, source = static_fraction(ctx, min(mems))
     budget = used * min(mems) * (1 << 20) * fraction
     size = model["size_bytes"]
-    where = "%d GPU(s) x %d MiB x mem-fraction-static %s%s" % (
-        used, min(mems), fraction, "" if fraction_set is not None else " (not set; assumed)")
+    where = "%d GPU(s) x %d MiB x mem-fraction-static %s (%s)" % (used, min(mems), fraction, source)
     evidence = {"model.size_bytes": size, "gpus_used": used, "gpu.memory_total_mib": min(mems),
-                "mem-fraction-static": fraction_set}
+                "mem-fraction-static": fraction, "mem-fraction-static source": source}
     if size > budget:
         return found("model %s is %s but the weights may use only %s (%s): SGLang runs out of memory while loading."
                      % (model.get("path"), gib(size), gib(budget), where),
                      "use more GPUs/nodes (pp-size, nnodes), a quantised checkpoint, or a higher mem-fraction-static",
                      evidence)
-    if size > MODEL_TIGHT_RATIO * budget:
+    if size > MODEL_TIGHT_RATIO * budget and not kv_cache_budget(ctx):  # K26-KV-CACHE counts it in tokens
         return found("model %s is %s of a %s budget (%s): little room is left for the KV cache; expect a short max "
                      "context or few concurrent requests." % (model.get("path"), gib(size), gib(budget), where),
                      "add GPUs or raise mem-fraction-static if the context or concurrency is too small",
                      evidence, WARNING)
     return None
+
+
+def kv_dtype_bytes(ctx):
+    return 1 if str(opt(ctx, "kv-cache-dtype", "") or "").lower().startswith("fp8") else 2
+
+
+def kv_cache_budget(ctx):
+    """{"tokens", "context", ...}: the KV cache SGLang's static memory leaves per GPU once the weights are in, in
+    tokens of an MLA model (its latent KV is kept whole on every TP rank; a pipeline stage holds its layers only),
+    or None when the GPUs, the model's size or its MLA config are not known. Not modelled: attn-dp, DCP, a draft
+    model, uneven stages."""
+    model = ctx.get("model") or {}
+    kv = (model.get("config") or {}).get("kv") or {}
+    per_token_all_layers = sglang_perf_facts.mla_kv_bytes_per_token(kv, kv_dtype_bytes(ctx))
+    mems = gpu_memories_mib(ctx)
+    if not per_token_all_layers or not mems or not model.get("size_bytes") or not model.get("exists"):
+        return None
+    tp, pp, _nnodes = parallel(ctx)
+    fraction, source = static_fraction(ctx, min(mems))
+    static = min(mems) * (1 << 20) * fraction
+    weights = model["size_bytes"] / float(tp * pp)
+    per_token = per_token_all_layers / float(pp)
+    context = as_int(opt(ctx, "context-length"), None) or as_int(kv.get("max_position_embeddings"), None)
+    return {"tokens": max(0, int((static - weights) / per_token)), "context": context, "fraction": fraction,
+            "fraction source": source, "static per GPU": gib(static), "weights per GPU": gib(weights),
+            "KV bytes per token per GPU": int(per_token)}
+
+
+def check_kv_cache(ctx):
+    budget = kv_cache_budget(ctx)
+    if not budget:
+        return None
+    tp, pp, _nnodes = parallel(ctx)
+    evidence = dict(budget, **option_evidence(ctx, "mem-fraction-static", "context-length", "kv-cache-dtype",
+                                              "tp-size", "pp-size"))
+    head = ("KV cache for about %d tokens at tp-size %d, pp-size %d: mem-fraction-static %s (%s) leaves %s per "
+            "GPU, the weights take %s of it, a token takes %d bytes per GPU (MLA: kv_lora_rank + qk_rope_head_dim per "
+            "layer)"
+            % (budget["tokens"], tp, pp, budget["fraction"], budget["fraction source"], budget["static per GPU"],
+               budget["weights per GPU"], budget["KV bytes per token per GPU"]))
+    context = budget["context"]
+    if context and budget["tokens"] < context:
+        return found(head + ": not one request of the context length %d fits; SGLang caps every request at the "
+                     "KV cache's size (max_req_len = min(context length, KV tokens) - 1)." % context,
+                     "set context-length to %d or less, raise mem-fraction-static (SGLang's published TP8 commands "
+                     "on 8x RTX PRO 6000 use 0.90-0.94), or use more GPUs; kv-cache-dtype fp8 doubles the tokens, "
+                     "but with the original Kimi checkpoint on SM120 it dropped SGLang's decode to 16 tok/s "
+                     "(voipmonitor/rtx6kpro models/kimi-k25.md)" % budget["tokens"], evidence)
+    return found(head + (": %d request(s) of the full context length %d fit." % (budget["tokens"] // context, context)
+                         if context else "."), NOTHING_TO_DO, evidence, INFO)
 
 
 def check_cache_disk(ctx):
@@ -732,6 +796,7 @@ RULES = (
     Rule("K26-GPU-ARCH-UNSUPPORTED", ERROR, "GPU too old for CUDA 13", check_gpu_arch_supported),
     Rule("K26-MODEL-MISSING", ERROR, "model directory missing or incomplete", check_model_missing),
     Rule("K26-MODEL-TOO-LARGE", ERROR, "model larger than the GPU memory budget", check_model_too_large),
+    Rule("K26-KV-CACHE", WARNING, "KV cache budget in tokens, against the context length", check_kv_cache),
     Rule("K26-DEEPGEMM", INFO, "DeepGEMM's kernels for this model on these GPUs", check_deepgemm),
     Rule("K26-CACHE-DISK", ERROR, "too little disk for the caches", check_cache_disk),
     Rule("K26-DRIVER-TOO-OLD", ERROR, "NVIDIA driver too old for CUDA 13", check_driver_too_old),

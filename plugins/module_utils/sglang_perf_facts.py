@@ -67,6 +67,11 @@ SGLANG_FACTS = (
          "decode_cuda_graph_config.max_bs = 512"),
         "chunked-prefill-size and the largest decode CUDA graph follow the GPU's memory (GPU_MEMORY_TIERS)."),
     SglangFact(
+        "max-request-length", "srt/managers/tp_worker.py", "TpModelWorker.alloc_memory_pool",
+        ("min(self.model_config.context_len - 1, self.model_runner.effective_logical_max_total_num_tokens - 1)",),
+        "A request may hold at most min(context length, KV cache tokens) - 1 tokens: a KV cache smaller than the "
+        "context length caps every request at its size."),
+    SglangFact(
         "mla-kv-per-token", "srt/mem_cache/memory_pool.py", "MLATokenToKVPool.__init__",
         ("kv_lora_rank + qk_rope_head_dim",),
         "An MLA model's KV cache holds kv_lora_rank + qk_rope_head_dim values per token and layer "
@@ -126,6 +131,16 @@ def mla_kv_bytes_per_token(config, dtype_bytes=2):
     except (KeyError, TypeError, ValueError):
         return None
     return per_layer * layers * dtype_bytes
+
+
+# What preflight keeps of a model's config.json for the KV cache (its text model's part).
+KV_CONFIG_KEYS = ("kv_lora_rank", "qk_rope_head_dim", "num_hidden_layers", "max_position_embeddings")
+
+
+def kv_config(config):
+    """The fields of a config.json mla_kv_bytes_per_token and the context length read, or {}."""
+    text = text_config(config)
+    return dict((key, text[key]) for key in KV_CONFIG_KEYS if key in text)
 
 
 def text_config(config):

@@ -229,7 +229,8 @@ model:
   description:
     - Model directory facts (path, exists, is_dir, has_config, size_bytes, hub_id, files, config); V(null) when not
       checked.
-    - C(config) is what the rules read of the model's C(config.json) (its quantization), or V(null).
+    - C(config) is what the rules read of the model's C(config.json) (its quantization, and under C(kv) the MLA fields
+      the KV cache rule reads: kv_lora_rank, qk_rope_head_dim, num_hidden_layers, max_position_embeddings), or V(null).
     - C(files) is the number of files and a digest of their names and sizes, compared across the nodes of a
       multi-node instance.
   returned: always
@@ -274,6 +275,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
 )
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_deepgemm import deciding_config
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_perf_facts import kv_config
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import option_key, secret_values
 
 
@@ -337,13 +339,14 @@ def model_facts(path):
 
 
 def read_model_config(path):
-    """What the rules read of a model's config.json (sglang_deepgemm.deciding_config), None when unreadable."""
+    """What the rules read of a model's config.json (sglang_deepgemm.deciding_config, and the KV cache's fields
+    under ``kv``: sglang_perf_facts.kv_config), None when unreadable."""
     try:
         with open(path, encoding="utf-8") as handle:
             config = json.load(handle)
     except (OSError, ValueError):
         return None
-    return deciding_config(config) if isinstance(config, dict) else None
+    return dict(deciding_config(config), kv=kv_config(config)) if isinstance(config, dict) else None
 
 
 def cache_facts(path, min_free_gb):

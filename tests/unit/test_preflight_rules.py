@@ -52,7 +52,9 @@ K26 = {
 # The seed deployment's layout, set by hand: eight pipeline stages.
 PP8 = {"tp-size": 1, "pp-size": 8}
 MODEL_OK = {"path": "/models/Kimi-K2.6", "hub_id": False, "exists": True, "is_dir": True, "has_config": True,
-            "size_bytes": 595 * GIB}
+            "size_bytes": 590 * 10 ** 9}
+# What preflight keeps of K2.6's config.json for the KV cache (its text_config).
+K26_KV = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_hidden_layers": 61, "max_position_embeddings": 262144}
 CACHE_OK = {"path": "/var/cache/sglang", "free_bytes": 200 * GIB, "min_free_bytes": 50 * GIB}
 
 
@@ -175,14 +177,24 @@ CASES = [
     ("K26-MODEL-MISSING", "hub id", ctx(model={"path": "moonshotai/Kimi-K2.6", "hub_id": True}), "warning",
      "not a local directory"),
     ("K26-MODEL-MISSING", "no model-path", ctx(model={"path": None}), "error", "no model-path"),
-    ("K26-MODEL-TOO-LARGE", "595 GiB on 8x96 GiB at 0.88", ctx(), None, None),
-    ("K26-MODEL-TOO-LARGE", "PP8 on one H200",
-     ctx({"pp-size": 1, "pp-async-batch-depth": 0}, gpu=H200X1), "error", "runs out of memory"),
+    ("K26-MODEL-TOO-LARGE", "590 GB on 8x96 GiB, SGLang's estimate", ctx(), None, None),
+    ("K26-MODEL-TOO-LARGE", "TP8 on one H200", ctx(gpu=H200X1), "error", "runs out of memory"),
+    # SGLang's estimate at TP8 on 97887 MiB GPUs: 0.833 -> 8 x 79.6 GiB = 637 GiB
     ("K26-MODEL-TOO-LARGE", "tight", ctx(model=dict(MODEL_OK, size_bytes=620 * GIB)), "warning",
-     "little room is left for the KV cache"),
-    ("K26-MODEL-TOO-LARGE", "fraction not set",
-     ctx(drop=["mem-fraction-static"], model=dict(MODEL_OK, size_bytes=700 * GIB)),
-     "error", "(not set; assumed)"),
+     "mem-fraction-static 0.833 (SGLang's own estimate)"),
+    ("K26-MODEL-TOO-LARGE", "tight, but counted in tokens by K26-KV-CACHE",
+     ctx(model=dict(MODEL_OK, size_bytes=620 * GIB, config={"kv": K26_KV})), None, None),
+    ("K26-MODEL-TOO-LARGE", "too large at SGLang's estimate", ctx(model=dict(MODEL_OK, size_bytes=650 * GIB)),
+     "error", "x mem-fraction-static 0.833 (SGLang's own estimate)"),
+    ("K26-MODEL-TOO-LARGE", "the same set to 0.95", ctx({"mem-fraction-static": 0.95},
+                                                        model=dict(MODEL_OK, size_bytes=650 * GIB)), None, None),
+    ("K26-KV-CACHE", "no model config", ctx(), None, None),
+    ("K26-KV-CACHE", "TP8 on 8x RTX PRO 6000: the 256K context does not fit",
+     ctx(model=dict(MODEL_OK, config={"kv": K26_KV})), "warning", "not one request of the context length 262144"),
+    ("K26-KV-CACHE", "PP8 holds an eighth of the layers per GPU", ctx(PP8, model=dict(MODEL_OK, config={"kv": K26_KV})),
+     "info", "request(s) of the full context length 262144 fit"),
+    ("K26-KV-CACHE", "a shorter context fits", ctx({"context-length": 65536}, model=dict(MODEL_OK, config={"kv": K26_KV})),
+     "info", "of the full context length 65536 fit"),
     ("K26-MODEL-TOO-LARGE", "simulator: info", ctx(gpu=NO_GPU, simulator=True), "info", "not checked"),
     ("K26-CACHE-DISK", "200 GiB free", ctx(), None, None),
     ("K26-CACHE-DISK", "10 GiB free", ctx(cache=dict(CACHE_OK, free_bytes=10 * GIB)), "error",
@@ -310,6 +322,23 @@ def test_severity_overrides():
     assert {f["severity"] for f in info} == {r.INFO}
 
 
+def test_kv_cache_budget_follows_sglangs_estimate_and_mla():
+    """TP8 keeps the whole latent KV on each GPU; PP8 an eighth of it: (static - weights) / bytes per token."""
+    model = dict(MODEL_OK, config={"kv": K26_KV})
+    tp8 = r.kv_cache_budget(ctx(model=model))
+    static = 97887 * (1 << 20) * 0.833
+    assert tp8["fraction"] == 0.833 and tp8["KV bytes per token per GPU"] == 70272
+    assert tp8["tokens"] == int((static - 590e9 / 8) / 70272)
+    pp8 = r.kv_cache_budget(ctx(PP8, model=model))
+    assert pp8["fraction"] == 0.854 and pp8["KV bytes per token per GPU"] == 70272 // 8
+    assert pp8["tokens"] > 8 * tp8["tokens"]
+    set_by_hand = r.kv_cache_budget(ctx({"mem-fraction-static": 0.94, "kv-cache-dtype": "fp8_e4m3"}, model=model))
+    assert (set_by_hand["fraction"], set_by_hand["fraction source"]) == (0.94, "set")
+    assert set_by_hand["KV bytes per token per GPU"] == 35136
+    (finding,) = [f for f in r.evaluate(ctx({"mem-fraction-static": 0.94}, model=model)) if f["id"] == "K26-KV-CACHE"]
+    assert finding["severity"] == "info"  # 0.94 leaves room for 256K
+
+
 def test_options_are_read_with_dashed_keys():
     ctx_ = r.build_context({"--pp_size": 8, "pp_async_batch_depth": 0})
     assert ctx_["options"] == {"pp-size": 8, "pp-async-batch-depth": 0}
@@ -409,6 +438,22 @@ def test_module_passes_and_measures_model(tmp_path, capsys):
     assert result["model"]["size_bytes"] == 1002
     assert result["cache"]["checked_path"] == str(tmp_path)
     assert "sekrit-value" not in json.dumps(result)
+
+
+def test_module_reads_the_kv_cache_fields_of_the_config_and_reports_the_budget(tmp_path, capsys):
+    model = tmp_path / "Kimi-K2.6"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"],
+                                                   "text_config": dict(K26_KV, hidden_size=7168)}))
+    (model / "w.safetensors").write_bytes(b"x" * 1000)
+    options = dict(K26, **{"model-path": str(model), "context-length": 131072})
+    rc, result = run_module({"options": options, "gpu_facts": RTX8, "expected_gpus": 8,
+                             "cache_dir": str(tmp_path / "cache"), "min_cache_free_gb": 0.001}, capsys)
+    assert rc == 0, result
+    assert result["model"]["config"]["kv"] == K26_KV
+    (kv,) = [f for f in result["findings"] if f["id"] == "K26-KV-CACHE"]
+    assert kv["severity"] == "info" and kv["evidence"]["KV bytes per token per GPU"] == 70272
+    assert "of the full context length 131072 fit" in kv["message"]
 
 
 def test_module_fails_on_errors_with_findings(capsys):
