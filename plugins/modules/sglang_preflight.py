@@ -230,7 +230,8 @@ model:
     - Model directory facts (path, exists, is_dir, has_config, size_bytes, hub_id, files, config); V(null) when not
       checked.
     - C(config) is what the rules read of the model's C(config.json) (its quantization, and under C(kv) the MLA fields
-      the KV cache rule reads: kv_lora_rank, qk_rope_head_dim, num_hidden_layers, max_position_embeddings), or V(null).
+      the KV cache rule reads, kv_lora_rank, qk_rope_head_dim, num_hidden_layers and max_position_embeddings), or
+      V(null).
     - C(files) is the number of files and a digest of their names and sizes, compared across the nodes of a
       multi-node instance.
   returned: always
