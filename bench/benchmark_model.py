@@ -1,11 +1,13 @@
-"""The seed's two configurations, measured with the benchmark's load generator against the simulator.
+"""The seed's two configurations and TP8, measured with the benchmark's load generator against the simulator.
 
-Starts the SGLang simulator twice on loopback (CPU mode, its performance model): the seed's slow configuration
-(PP8, CUDA graphs disabled, pp-async-batch-depth 0) and its fix (PP8, graphs on, depth 8). Runs AIPerf
-(.cache/aiperf-venv, made by scripts/setup_aiperf.sh) at each concurrency level against each, through the
-collection's own argv builder and export parser, and prints per level: tok/s measured, what the model predicts,
-the seed's figure where it has one, and the fix's gain over the slow configuration. Then the diagnosis the
-report gives for the slow configuration.
+Starts the SGLang simulator on loopback (CPU mode, its performance model) for the seed's slow configuration
+(PP8, CUDA graphs disabled, pp-async-batch-depth 0), its fix (PP8, graphs on, depth 8; at concurrency 1 only the
+graphs can matter, the depth acts with more requests than stages) and TP8, the layout the published measurements
+of 8x RTX PRO 6000 over PCIe favour. Runs AIPerf (.cache/aiperf-venv, made by scripts/setup_aiperf.sh) at each
+concurrency level against each, through the collection's own argv builder and export parser, and prints per level:
+tok/s measured, what the model predicts, the published figure where there is one, and each configuration's gain
+over the slow one. Then the diagnosis the report gives for the slow configuration on that machine's PCIe
+topology.
 
 Usage: .venv/bin/python bench/benchmark_model.py [--levels 1 8 16 32] [--output-tokens 32]
 """
@@ -22,21 +24,26 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "roles" / "sglang" / "files"), str(ROOT / "tests" / "integration")]
+sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "roles" / "sglang" / "files"), str(ROOT / "tests" / "integration"),
+                str(ROOT / "tests" / "unit")]
 
 import sglang_simulator  # noqa: E402
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_aiperf as aiperf  # noqa: E402
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_report as report  # noqa: E402
 from sim_tokenizer import write_tokenizer  # noqa: E402
+import topologies  # noqa: E402
 
 SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator.py"
 AIPERF = Path(os.environ.get("AIPERF_VENV", ROOT / ".cache" / "aiperf-venv")) / "bin" / "aiperf"
 CONFIGS = {
-    "slow (graphs off, depth 0)": ["--pp-size", "8", "--disable-cuda-graph"],
-    "fixed (graphs on, depth 8)": ["--pp-size", "8", "--pp-async-batch-depth", "8"],
+    "PP8 graphs off, depth 0": ["--pp-size", "8", "--disable-cuda-graph"],
+    "PP8 graphs on, depth 8": ["--pp-size", "8", "--pp-async-batch-depth", "8"],
+    "TP8": ["--tp-size", "8"],
 }
-SEED = {("slow (graphs off, depth 0)", 1): 24.7, ("slow (graphs off, depth 0)", 8): 95.6,
-        ("fixed (graphs on, depth 8)", 1): 35.6, ("fixed (graphs on, depth 8)", 16): 156.4}
+# the published figures (sglang_perf_facts.MEASUREMENTS): the seed's own, and vLLM's TP8 on the same hardware
+SEED = {("PP8 graphs off, depth 0", 1): 24.7, ("PP8 graphs off, depth 0", 8): 95.6,
+        ("PP8 graphs on, depth 8", 1): 35.6, ("PP8 graphs on, depth 8", 16): 156.4,
+        ("PP8 graphs on, depth 8", 32): 248.0, ("TP8", 1): 88.5, ("TP8", 8): 340.7, ("TP8", 16): 475.2}
 KEY = "bench-key-not-secret"
 
 
@@ -98,8 +105,8 @@ def main():
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
-    slow, fixed = CONFIGS
-    print("%-28s %4s %10s %10s %10s %12s %8s" % ("configuration", "C", "tok/s", "model", "seed", "per request",
+    slow = next(iter(CONFIGS))
+    print("%-28s %4s %10s %10s %10s %12s %8s" % ("configuration", "C", "tok/s", "model", "published", "per request",
                                                  "errors"))
     for name, levels in results.items():
         for level in levels:
@@ -107,14 +114,17 @@ def main():
                 name, level["concurrency"], level["output_tokens_per_second"],
                 predicted(CONFIGS[name], level["concurrency"]),
                 SEED.get((name, level["concurrency"]), "-"), level["per_request_tokens_per_second"], level["errors"]))
-    print("\nthe fix against the slow configuration (same run):")
-    for before, after in zip(results[slow], results[fixed]):
-        print("  C=%-3d %+6.1f%% tok/s   %+6.1f%% per request" % (
-            before["concurrency"],
-            report.percent_change(before["output_tokens_per_second"], after["output_tokens_per_second"]),
-            report.percent_change(before["per_request_tokens_per_second"], after["per_request_tokens_per_second"])))
-    sweep = {"options": dict(zip(("pp-size", "disable-cuda-graph"), (8, True))), "levels": results[slow]}
-    print("\ndiagnosis of the slow configuration:")
+    for name in list(CONFIGS)[1:]:
+        print("\n%s against the slow configuration (same run):" % name)
+        for before, after in zip(results[slow], results[name]):
+            print("  C=%-3d %+6.1f%% tok/s   %+6.1f%% per request" % (
+                before["concurrency"],
+                report.percent_change(before["output_tokens_per_second"], after["output_tokens_per_second"]),
+                report.percent_change(before["per_request_tokens_per_second"],
+                                      after["per_request_tokens_per_second"])))
+    sweep = {"options": {"tp-size": 1, "pp-size": 8, "disable-cuda-graph": True}, "levels": results[slow],
+             "topology": topologies.RECORDED_RTX_PRO_6000_2NUMA8}
+    print("\ndiagnosis of the slow configuration on 8x RTX PRO 6000 over PCIe (recorded topology):")
     for item in report.diagnosis(sweep):
         print("  %s: %s\n    fix: %s" % (item["id"], item["message"], item["fix"]))
 

@@ -28,7 +28,7 @@ import json
 import re
 from collections import namedtuple
 
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout, sglang_perf_facts
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,
@@ -45,8 +45,6 @@ SEVERITY_OFF = "off"
 # CUDA 13.0 GA needs driver >= 580.65.06 (CUDA 13.0 release notes).
 DEFAULT_MIN_DRIVER_VERSION = "580.65.06"
 MIN_CUDA_DRIVER_API = "13.0"
-# Used for the model-size rule when mem-fraction-static is not set (SGLang then picks one itself).
-ASSUMED_MEM_FRACTION = 0.9
 # Weights above this share of the budget leave little room for the KV cache.
 MODEL_TIGHT_RATIO = 0.9
 
@@ -242,8 +240,8 @@ def check_cuda_graph_off(ctx):
     if not reasons:
         return None
     return found("CUDA graphs will be off for decode: %s. Every decode step then pays Python and kernel-launch "
-                 "overhead; in the seed deployment, graphs back on together with pp-async-batch-depth 8 raised "
-                 "single-request throughput by 44%% (24.7 -> 35.6 tok/s)." % "; ".join(reasons),
+                 "overhead; in the seed deployment, graphs back on raised single-request throughput by 44%% (24.7 -> "
+                 "35.6 tok/s; the pp-async-batch-depth 8 set with them cannot act on one request)." % "; ".join(reasons),
                  "; ".join(fixes), option_evidence(ctx, *read))
 
 
@@ -260,14 +258,9 @@ def cuda_graph_config(ctx):
 
 
 def default_decode_graph_max_bs(gpu_mem_mib, tp):
-    """SGLang 0.5.23's largest decode batch with a CUDA graph when none is set (srt/arg_groups/memory_hook.py),
+    """SGLang 0.5.23's largest decode batch with a CUDA graph when none is set (sglang_perf_facts.memory_tier),
     from the smallest GPU's memory (nvidia-smi memory.total, MiB; None when unknown) and tp-size."""
-    if not gpu_mem_mib:
-        return 160
-    for below_gib, small_tp, large_tp in ((20, 8, 8), (35, 48, 160), (60, 32, 160), (160, 256, 512)):
-        if gpu_mem_mib < below_gib * 1024:
-            return small_tp if tp < 4 else large_tp
-    return 512
+    return sglang_perf_facts.memory_tier(gpu_mem_mib, tp)[1]
 
 
 def decode_graph_max_bs(ctx, running):
@@ -335,24 +328,28 @@ def check_cuda_graph_partial(ctx):
                       **({"largest_decode_batch": batch, "largest_decode_graph": graphs} if batch else {})))
 
 
-def micro_batches_in_flight(pp, depth):
-    """Micro-batches a pipeline of PP stages keeps in flight with pp-async-batch-depth DEPTH (one stage each)."""
-    return min(pp, 1 + max(depth, 0)) if pp > 1 else 1
+def micro_batch_slots(pp, depth):
+    """Micro-batch slots SGLang's pipeline scheduler keeps: pp_size + pp_async_batch_depth
+    (sglang_perf_facts "pp-loop-size"); 1 without pipeline parallelism."""
+    return pp + max(depth, 0) if pp > 1 else 1
 
 
 def check_pp_async_depth(ctx):
+    """What the depth does with pipeline parallelism (SGLang 0.5.23's scheduler), as information: neither depth 0
+    nor any other was measured apart from CUDA graphs on the seed machine class."""
     _tp, pp, _nnodes = parallel(ctx)
     if pp <= 1:
         return None
     depth = as_int(opt(ctx, "pp-async-batch-depth"), 0)
-    if depth >= pp:
-        return None
-    busy = micro_batches_in_flight(pp, depth)
-    return found("pp-size %d with pp-async-batch-depth %d: at most %d/%d (%d%%) of the GPUs are busy at once "
-                 "(with depth 0 the seed deployment's GPUs idled at 85 W of 600 W)."
-                 % (pp, depth, busy, pp, int(100 * busy / pp)),
-                 "set pp-async-batch-depth: %d (one micro-batch in flight per pipeline stage)" % pp,
-                 {"pp-size": pp, "pp-async-batch-depth": depth})
+    slots = micro_batch_slots(pp, depth)
+    return found("pp-size %d with pp-async-batch-depth %d: SGLang keeps pp-size + depth = %d micro-batch slots, so "
+                 "with %d or more requests every pipeline stage has a micro-batch in flight, whatever the depth; "
+                 "the depth adds slots so that the last stage's output processing overlaps GPU work. With one "
+                 "request there is one micro-batch and the depth changes nothing (the seed deployment's 24.7 -> "
+                 "35.6 tok/s at concurrency 1 came from turning CUDA graphs back on)."
+                 % (pp, depth, slots, pp),
+                 NOTHING_TO_DO + "; measure another depth with k26deploy bench if throughput at high concurrency "
+                 "matters", {"pp-size": pp, "pp-async-batch-depth": depth, "micro-batch slots": slots})
 
 
 def check_nnodes_divisor(ctx):
@@ -510,6 +507,24 @@ def check_deepgemm(ctx):
                  evidence)
 
 
+def static_fraction(ctx, gpu_mem_mib):
+    """(mem-fraction-static, where it comes from): the option, or SGLang 0.5.23's own estimate for this GPU and
+    layout (sglang_perf_facts.mem_fraction_static)."""
+    fraction_set = opt(ctx, "mem-fraction-static")
+    if fraction_set is not None:
+        return as_float(fraction_set, 0.0), "set"
+    tp, pp, _nnodes = parallel(ctx)
+    prefill = str(opt(ctx, "cuda-graph-backend-prefill", "") or "").lower()
+    fraction, _reserved = sglang_perf_facts.mem_fraction_static(
+        gpu_mem_mib, tp, pp, chunked_prefill_size=as_int(opt(ctx, "chunked-prefill-size"), None),
+        decode_max_bs=as_int(opt(ctx, "cuda-graph-max-bs-decode"), None),
+        decode_graphs=not check_cuda_graph_off(ctx),
+        prefill_graph=(False if prefill == "disabled" or as_bool(opt(ctx, "disable-prefill-cuda-graph"))
+                       else True if prefill else None),
+        mla=bool(ctx.get("mla", True)))
+    return fraction, "SGLang's own estimate"
+
+
 def check_model_too_large(ctx):
     model = ctx.get("model")
     if not model or not model.get("exists") or not model.get("size_bytes"):
@@ -522,25 +537,73 @@ def check_model_too_large(ctx):
     if not mems:
         return None
     used = min(tp * pp, len(mems) * max(nnodes, 1))
-    fraction_set = opt(ctx, "mem-fraction-static")
-    fraction = as_float(fraction_set, ASSUMED_MEM_FRACTION)
+    fraction, source = static_fraction(ctx, min(mems))
     budget = used * min(mems) * (1 << 20) * fraction
     size = model["size_bytes"]
-    where = "%d GPU(s) x %d MiB x mem-fraction-static %s%s" % (
-        used, min(mems), fraction, "" if fraction_set is not None else " (not set; assumed)")
+    where = "%d GPU(s) x %d MiB x mem-fraction-static %s (%s)" % (used, min(mems), fraction, source)
     evidence = {"model.size_bytes": size, "gpus_used": used, "gpu.memory_total_mib": min(mems),
-                "mem-fraction-static": fraction_set}
+                "mem-fraction-static": fraction, "mem-fraction-static source": source}
     if size > budget:
         return found("model %s is %s but the weights may use only %s (%s): SGLang runs out of memory while loading."
                      % (model.get("path"), gib(size), gib(budget), where),
                      "use more GPUs/nodes (pp-size, nnodes), a quantised checkpoint, or a higher mem-fraction-static",
                      evidence)
-    if size > MODEL_TIGHT_RATIO * budget:
+    if size > MODEL_TIGHT_RATIO * budget and not kv_cache_budget(ctx):  # K26-KV-CACHE counts it in tokens
         return found("model %s is %s of a %s budget (%s): little room is left for the KV cache; expect a short max "
                      "context or few concurrent requests." % (model.get("path"), gib(size), gib(budget), where),
                      "add GPUs or raise mem-fraction-static if the context or concurrency is too small",
                      evidence, WARNING)
     return None
+
+
+def kv_dtype_bytes(ctx):
+    return 1 if str(opt(ctx, "kv-cache-dtype", "") or "").lower().startswith("fp8") else 2
+
+
+def kv_cache_budget(ctx):
+    """{"tokens", "context", ...}: the KV cache SGLang's static memory leaves per GPU once the weights are in, in
+    tokens of an MLA model (its latent KV is kept whole on every TP rank; a pipeline stage holds its layers only),
+    or None when the GPUs, the model's size or its MLA config are not known. Not modelled: attn-dp, DCP, a draft
+    model, uneven stages."""
+    model = ctx.get("model") or {}
+    kv = (model.get("config") or {}).get("kv") or {}
+    per_token_all_layers = sglang_perf_facts.mla_kv_bytes_per_token(kv, kv_dtype_bytes(ctx))
+    mems = gpu_memories_mib(ctx)
+    if not per_token_all_layers or not mems or not model.get("size_bytes") or not model.get("exists"):
+        return None
+    tp, pp, _nnodes = parallel(ctx)
+    fraction, source = static_fraction(ctx, min(mems))
+    static = min(mems) * (1 << 20) * fraction
+    weights = model["size_bytes"] / float(tp * pp)
+    per_token = per_token_all_layers / float(pp)
+    context = as_int(opt(ctx, "context-length"), None) or as_int(kv.get("max_position_embeddings"), None)
+    return {"tokens": max(0, int((static - weights) / per_token)), "context": context, "fraction": fraction,
+            "fraction source": source, "static per GPU": gib(static), "weights per GPU": gib(weights),
+            "KV bytes per token per GPU": int(per_token)}
+
+
+def check_kv_cache(ctx):
+    budget = kv_cache_budget(ctx)
+    if not budget:
+        return None
+    tp, pp, _nnodes = parallel(ctx)
+    evidence = dict(budget, **option_evidence(ctx, "mem-fraction-static", "context-length", "kv-cache-dtype",
+                                              "tp-size", "pp-size"))
+    head = ("KV cache for about %d tokens at tp-size %d, pp-size %d: mem-fraction-static %s (%s) leaves %s per "
+            "GPU, the weights take %s of it, a token takes %d bytes per GPU (MLA: kv_lora_rank + qk_rope_head_dim per "
+            "layer)"
+            % (budget["tokens"], tp, pp, budget["fraction"], budget["fraction source"], budget["static per GPU"],
+               budget["weights per GPU"], budget["KV bytes per token per GPU"]))
+    context = budget["context"]
+    if context and budget["tokens"] < context:
+        return found(head + ": not one request of the context length %d fits; SGLang caps every request at the "
+                     "KV cache's size (max_req_len = min(context length, KV tokens) - 1)." % context,
+                     "set context-length to %d or less, raise mem-fraction-static (SGLang's published TP8 commands "
+                     "on 8x RTX PRO 6000 use 0.90-0.94), or use more GPUs; kv-cache-dtype fp8 doubles the tokens, "
+                     "but with the original Kimi checkpoint on SM120 it dropped SGLang's decode to 16 tok/s "
+                     "(voipmonitor/rtx6kpro models/kimi-k25.md)" % budget["tokens"], evidence)
+    return found(head + (": %d request(s) of the full context length %d fit." % (budget["tokens"] // context, context)
+                         if context else "."), NOTHING_TO_DO, evidence, INFO)
 
 
 def check_cache_disk(ctx):
@@ -722,8 +785,11 @@ def check_layout(ctx):
     layout = ctx.get("layout")
     if not layout:
         return None
+    evidence = {"layout.%s" % key: layout.get(key) for key in ("source", "interconnect")}
+    if layout.get("evidence"):
+        evidence["layout.evidence"] = layout["evidence"]
     return found("tp-size %s, pp-size %s: %s" % (layout.get("tp_size"), layout.get("pp_size"), layout.get("reason")),
-                 NOTHING_TO_DO, {"layout.%s" % key: layout.get(key) for key in ("source", "interconnect")}, INFO)
+                 NOTHING_TO_DO, evidence, INFO)
 
 
 def check_layout_topology(ctx):
@@ -742,7 +808,8 @@ def check_layout_topology(ctx):
 RULES = (
     Rule("K26-CUDA-GRAPH-OFF", WARNING, "CUDA graphs disabled (explicitly or implicitly)", check_cuda_graph_off),
     Rule("K26-CUDA-GRAPH-PARTIAL", WARNING, "CUDA graphs off for part of the decode batches", check_cuda_graph_partial),
-    Rule("K26-PP-ASYNC-DEPTH", WARNING, "pp-async-batch-depth below pp-size", check_pp_async_depth),
+    Rule("K26-PP-ASYNC-DEPTH", INFO, "what pp-async-batch-depth does with pipeline parallelism",
+         check_pp_async_depth),
     Rule("K26-LAYOUT", INFO, "tensor and pipeline parallel sizes, and why", check_layout),
     Rule("K26-LAYOUT-TOPOLOGY", WARNING, "tp-size or pp-size fights the GPUs' interconnect", check_layout_topology),
     Rule("K26-NNODES-DIVISOR", ERROR, "(tp-size x pp-size) not divisible by nnodes", check_nnodes_divisor),
@@ -753,6 +820,7 @@ RULES = (
     Rule("K26-GPU-ARCH-UNSUPPORTED", ERROR, "GPU too old for CUDA 13", check_gpu_arch_supported),
     Rule("K26-MODEL-MISSING", ERROR, "model directory missing or incomplete", check_model_missing),
     Rule("K26-MODEL-TOO-LARGE", ERROR, "model larger than the GPU memory budget", check_model_too_large),
+    Rule("K26-KV-CACHE", WARNING, "KV cache budget in tokens, against the context length", check_kv_cache),
     Rule("K26-DEEPGEMM", INFO, "DeepGEMM's kernels for this model on these GPUs", check_deepgemm),
     Rule("K26-CACHE-DISK", ERROR, "too little disk for the caches", check_cache_disk),
     Rule("K26-GPU-HEALTH", ERROR, "a GPU is not healthy (Xid events, ECC, row remapping, reset required)",

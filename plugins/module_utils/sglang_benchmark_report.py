@@ -34,7 +34,7 @@ FLAT_FACTOR = 1.15
 JIT_PATTERN = re.compile(r"\bJIT\b|jit[ _-]?compil|Compiling .*kernel|torch\._inductor|torch\._dynamo|autotun",
                          re.IGNORECASE)
 #: the rules whose config-only findings explain a slow benchmark
-CONFIG_RULES = ("K26-CUDA-GRAPH-OFF", "K26-CUDA-GRAPH-PARTIAL", "K26-PP-ASYNC-DEPTH", "K26-LAYOUT-TOPOLOGY")
+CONFIG_RULES = ("K26-CUDA-GRAPH-OFF", "K26-CUDA-GRAPH-PARTIAL", "K26-LAYOUT-TOPOLOGY")
 
 
 def config_hash(options):
@@ -116,9 +116,6 @@ def diagnosis(sweep):
     partial = config_findings.get("K26-CUDA-GRAPH-PARTIAL")
     if partial and memories:  # the largest graph depends on the GPUs' memory: unknown, no verdict
         found.append(cuda_graphs_partial(partial, levels))
-    bubble = config_findings.get("K26-PP-ASYNC-DEPTH")
-    if bubble:
-        found.append(pipeline_bubble(bubble, levels))
     layout = config_findings.get("K26-LAYOUT-TOPOLOGY")
     if layout:
         found.append(layout_fights_interconnect(layout, levels))
@@ -166,19 +163,6 @@ def mean_utilization(level):
     return round(sum(values) / len(values), 1) if values else None
 
 
-def pipeline_bubble(finding, levels):
-    pp = finding["evidence"].get("pp-size")
-    depth = finding["evidence"].get("pp-async-batch-depth")
-    in_flight = rules.micro_batches_in_flight(pp, depth)
-    share = "%d/%d (%d%%)" % (in_flight, pp, 100 * in_flight // pp)
-    evidence = dict(finding["evidence"], **{"expected busy share": share})
-    evidence.update(top_level_evidence(levels))
-    return line("K26-BENCH-PIPELINE-BUBBLE",
-                "Pipeline bubble: " + finding["message"]
-                + " Expected gain at high concurrency: up to %.0fx the aggregate throughput." % (pp / float(in_flight)),
-                finding["fix"], evidence)
-
-
 def top_level_evidence(levels):
     """Throughput and GPU utilization at the highest concurrency measured (levels sorted by concurrency)."""
     if not levels:
@@ -222,8 +206,8 @@ def flat_throughput(levels):
     return line("K26-BENCH-FLAT",
                 "Throughput is flat from concurrency 8 upwards: %.1f tok/s at C=8, %.1f at C=%d (x%.2f for x%.0f "
                 "the requests)." % (base, high, top["concurrency"], high / base, top["concurrency"] / 8.0),
-                "Something caps the batch: check pp-async-batch-depth, max-running-requests and "
-                "cuda-graph-max-bs-decode against the concurrency you serve.",
+                "Something caps the batch: check max-running-requests and cuda-graph-max-bs-decode against the "
+                "concurrency you serve.",
                 {"tok/s at C=8": base, "tok/s at C=%d" % top["concurrency"]: high})
 
 

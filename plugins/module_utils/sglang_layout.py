@@ -2,9 +2,13 @@
 """Tensor or pipeline parallel from the GPUs' interconnect: pure decisions over the nvidia_gpu facts' topology.
 
 SGLang puts the ranks of one tensor-parallel group on consecutive GPUs of a node (GPU ``pp_rank * tp + tp_rank``), and
-a TP group all-reduces twice per layer: over NVLink that is cheap, over PCIe it dominates decode. Pipeline stages
-pass one activation per micro-batch and need no NVLink, but leave GPUs idle unless enough micro-batches are in flight
-(pp-async-batch-depth). Hence: TP across GPUs joined by NVLink, PP across GPUs that only share PCIe (and across nodes).
+a TP group all-reduces twice per layer. Decode at small batches is bound by reading the weights: TP splits every
+layer's weights over the GPUs, which read their shares at the same time; pipeline stages read theirs one after another
+for each token. The published measurements (sglang_perf_facts.MEASUREMENTS) on 8 RTX PRO 6000 that share PCIe only
+put TP8 at 2-2.5x the seed's PP8 at concurrency 1 and about 3x at 16, all-reduces over PCIe included; over NVLink
+SGLang's cookbook serves Kimi K2.x with TP8. Hence: TP across a node's GPUs whether NVLink or PCIe joins them, TP within
+NVLink blocks and PP across them when only some GPUs share NVLink (no measurement of that class was found), PP across
+nodes.
 
 ``topology`` is the facts' shape (nvidia_smi.parse_topology_matrix): {"links": [[entry, ...], ...], "numa": [...],
 "error": text or None}; an entry is "X", "NV<n>" or a PCIe path (PIX, PXB, PHB, NODE, SYS).
@@ -12,6 +16,7 @@ pass one activation per micro-batch and need no NVLink, but leave GPUs idle unle
 
 from __future__ import annotations
 
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_facts as facts
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import PCIE_LINKS
 
 AUTO = "auto"
@@ -25,6 +30,25 @@ PCIE = "pcie"              # no NVLink at all
 SINGLE = "single"          # one GPU
 UNKNOWN = "unknown"        # no topology (no GPU, no nvidia-smi, a simulator)
 CROSS_SOCKET = PCIE_LINKS[-1]  # SYS: across the SMP interconnect between NUMA nodes
+# Kimi K2.x has 64 attention heads, and SGLang needs tp-size to divide them.
+ATTENTION_HEADS = 64
+
+
+def pcie_evidence():
+    """The measurements a TP layout on PCIe-only GPUs stands on, one line each."""
+    return [facts.evidence_line(facts.measurement(row_id)) for row_id in facts.PCIE8_LAYOUT_EVIDENCE]
+
+
+def evidence_summary():
+    seed, sglang_tp8, vllm_tp8 = (facts.measurement(row_id) for row_id in facts.PCIE8_LAYOUT_EVIDENCE)
+    return ("on 8 RTX PRO 6000 over PCIe, TP8 measured %.1f tok/s at concurrency 1 (SGLang, %s) and %.1f (vLLM) "
+            "against the seed's PP8 %.1f (K26-LAYOUT's evidence names the sources)"
+            % (sglang_tp8.tokens_per_s[1], sglang_tp8.note, vllm_tp8.tokens_per_s[1], seed.tokens_per_s[1]))
+
+
+def tensor_parallel_share(gpus):
+    """The largest tp-size that divides both the GPUs and the attention heads (the rest becomes pipeline stages)."""
+    return max(size for size in range(1, gpus + 1) if gpus % size == 0 and ATTENTION_HEADS % size == 0)
 
 
 def is_nvlink(entry):
@@ -89,8 +113,9 @@ def as_size(value):
 
 
 def choose(topology, gpus, nnodes=1, tp=AUTO, pp=AUTO):
-    """{"tp_size", "pp_size", "source", "interconnect", "reason"}: the layout the inventory set, or the one the
-    interconnect of this node's first ``gpus`` GPUs asks for (pipeline across nodes)."""
+    """{"tp_size", "pp_size", "source", "interconnect", "reason", "evidence"}: the layout the inventory set, or the
+    one the interconnect of this node's first ``gpus`` GPUs asks for (pipeline across nodes); ``evidence`` lists the
+    measurements the choice stands on."""
     gpus, nnodes = int(gpus), max(1, int(nnodes or 1))
     links = known_links(topology, gpus)
     kind = interconnect(links)
@@ -100,27 +125,36 @@ def choose(topology, gpus, nnodes=1, tp=AUTO, pp=AUTO):
         tp_size = tp_set if tp_set is not None else max(1, total // pp_set)
         pp_size = pp_set if pp_set is not None else max(1, total // tp_set)
         return layout(tp_size, pp_size, SOURCE_INVENTORY, kind, "set in the inventory")
+    across_nodes = "; pipeline parallel across the %d nodes" % nnodes if nnodes > 1 else ""
     if links is None:
         why = (topology or {}).get("error") or "no topology facts"
-        return layout(1, gpus, SOURCE_DEFAULT, kind,
-                      "interconnect unknown (%s): pipeline parallel, which needs no NVLink" % why)
+        block = tensor_parallel_share(gpus)
+        return layout(block, gpus // block * nnodes, SOURCE_DEFAULT, kind,
+                      "interconnect unknown (%s): tensor parallel, which every published Kimi K2.x measurement on 8 "
+                      "GPUs favours, over NVLink (SGLang's cookbook: --tp 8) and over PCIe (%s)%s"
+                      % (why, evidence_summary(), across_nodes),
+                      pcie_evidence() + [facts.NVLINK_LAYOUT_SOURCE])
+    if kind == PCIE:
+        block = tensor_parallel_share(gpus)
+        return layout(block, gpus // block * nnodes, SOURCE_TOPOLOGY, kind,
+                      "the %d GPUs share PCIe only (no NVLink): tensor parallel across %d of them: decode reads the "
+                      "weights on all GPUs at once, where pipeline stages read them one after another; %s%s"
+                      % (gpus, block, evidence_summary(), across_nodes), pcie_evidence())
     block = nvlink_block(links)
-    stages = gpus // block * nnodes
     reason = {
         SINGLE: "one GPU",
         NVLINK: "all %d GPUs joined by NVLink (%s): tensor parallel across them" % (gpus, links[0][1] if gpus > 1
                                                                                     else ""),
         PARTIAL: "NVLink joins GPUs in blocks of %d, PCIe between the blocks: tensor parallel within a block, "
                  "pipeline parallel across the %d blocks" % (block, gpus // block),
-        PCIE: "the %d GPUs share PCIe only (no NVLink): pipeline parallel, %d stages" % (gpus, gpus),
     }[kind]
-    if nnodes > 1:
-        reason += "; pipeline parallel across the %d nodes" % nnodes
-    return layout(block, stages, SOURCE_TOPOLOGY, kind, reason)
+    return layout(block, gpus // block * nnodes, SOURCE_TOPOLOGY, kind, reason + across_nodes,
+                  [facts.NVLINK_LAYOUT_SOURCE] if kind == NVLINK else [])
 
 
-def layout(tp_size, pp_size, source, kind, reason):
-    return {"tp_size": tp_size, "pp_size": pp_size, "source": source, "interconnect": kind, "reason": reason}
+def layout(tp_size, pp_size, source, kind, reason, evidence=()):
+    return {"tp_size": tp_size, "pp_size": pp_size, "source": source, "interconnect": kind, "reason": reason,
+            "evidence": list(evidence)}
 
 
 def mismatch(topology, gpus, tp, pp, nnodes=1):
@@ -130,25 +164,31 @@ def mismatch(topology, gpus, tp, pp, nnodes=1):
     if links is None or gpus < 2 or tp < 1 or pp < 1:
         return None
     stages_on_node = max(1, pp // nnodes)
-    evidence = {"tp-size": tp, "pp-size": pp, "gpus": gpus, "interconnect": interconnect(links)}
-    if 1 < tp <= gpus:
+    kind = interconnect(links)
+    evidence = {"tp-size": tp, "pp-size": pp, "gpus": gpus, "interconnect": kind}
+    suggested = choose(topology, gpus, nnodes)
+    fix = ("tp-size %d and pp-size %d for this interconnect (leave both unset: auto)"
+           % (suggested["tp_size"], suggested["pp_size"]))
+    if kind == PARTIAL and 1 < tp <= gpus:
         worst = next((found for found in (slowest_pair(links, start, tp) for start in range(0, gpus - tp + 1, tp))
                       if found), None)
         if worst:
             a, b, entry = worst
             where = ("across the two NUMA nodes (SYS: PCIe and the inter-socket link)" if entry == CROSS_SOCKET
                      else "over PCIe (%s)" % entry)
-            suggested = choose(topology, gpus, nnodes)
-            return ("tp-size %d all-reduces twice per layer between GPUs %d and %d %s: decode waits on PCIe instead "
-                    "of NVLink, several times slower per token than pipeline stages there."
-                    % (tp, a, b, where),
-                    "tp-size %d and pp-size %d for this interconnect (leave both unset: auto), or NVLink-joined GPUs"
-                    % (suggested["tp_size"], suggested["pp_size"]),
+            return ("tp-size %d all-reduces twice per layer between GPUs %d and %d %s, although NVLink joins these "
+                    "GPUs in blocks of %d: auto keeps tensor parallel within the NVLink blocks (no published "
+                    "measurement of this class says which is faster; measure both with k26deploy bench)."
+                    % (tp, a, b, where, nvlink_block(links)), fix,
                     dict(evidence, **{"link GPU%d-GPU%d" % (a, b): entry}))
-    if stages_on_node > 1 and nvlink_block(links) == gpus:
-        return ("pp-size %d puts %d pipeline stages on GPUs that NVLink joins all to all (%s): each stage idles while "
-                "the others work (bubbles), where tensor parallel over NVLink keeps every GPU busy on every token; "
+    if stages_on_node > 1 and kind == PCIE and suggested["pp_size"] < pp:
+        return ("pp-size %d puts %d pipeline stages on GPUs that share PCIe: a token passes the stages one after "
+                "another, each GPU reading its share of the weights in turn, where tensor parallel reads them all at "
+                "once; %s." % (pp, stages_on_node, evidence_summary()), fix,
+                dict(evidence, measurements=pcie_evidence()))
+    if stages_on_node > 1 and kind == NVLINK:
+        return ("pp-size %d puts %d pipeline stages on GPUs that NVLink joins all to all (%s): a token passes the "
+                "stages one after another, where tensor parallel over NVLink has every GPU work on every token; "
                 "SGLang's Kimi K2 cookbook serves 8x H200 with --tp 8." % (pp, stages_on_node, links[0][1]),
-                "tp-size %d and pp-size %d (leave both unset: auto)" % (gpus, nnodes),
-                evidence)
+                "tp-size %d and pp-size %d (leave both unset: auto)" % (gpus, nnodes), evidence)
     return None

@@ -13,7 +13,7 @@ description:
   - The newest earlier result of the same host in O(results_dir) that did not fail its gate is the baseline; the
     change of each level's tok/s against it is reported in percent.
   - Diagnosis lines come from the preflight rules on the configuration (CUDA graphs off for every batch or for the
-    batches beyond the largest graph, pipeline bubble) and from
+    batches beyond the largest graph, a layout that fights the GPUs' interconnect) and from
     what only a run shows (GPUs far below their power limit, throughput flat from concurrency 8, errors, JIT
     compilation in the journal), each with its evidence and the change that fixes it.
   - With O(gate) set and a baseline present, a level whose output tok/s fell by more than O(gate) percent fails the

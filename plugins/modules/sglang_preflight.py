@@ -11,7 +11,7 @@ short_description: Check a host and an SGLang option set for Kimi K2.6 before an
 description:
   - Gathers what the rules need on the target (GPU facts through nvidia-smi unless given, the model directory's
     existence and size, free disk for the caches) and evaluates the rules of C(k26_preflight_rules), for example
-    CUDA graphs disabled, C(pp-async-batch-depth) below C(pp-size), tp x pp not matching the GPUs, an attention
+    CUDA graphs disabled, a layout that fights the GPUs' interconnect, tp x pp not matching the GPUs, an attention
     backend that does not run on the GPU architecture, a model larger than the GPU memory budget, a driver too
     old for CUDA 13 or Fabric Manager missing on an NVSwitch system.
   - Returns every finding as data - a stable id, a severity, a message that says what happens, the fix, and the
@@ -162,8 +162,7 @@ EXAMPLES = r"""
   k26.deploy.sglang_preflight:
     options:
       model-path: /models/Kimi-K2.6
-      pp-size: 8
-      pp-async-batch-depth: 8
+      tp-size: 8
     simulator: true
     check_model: false
     severity_overrides:
@@ -181,7 +180,7 @@ findings:
       description: Stable rule id.
       type: str
       returned: always
-      sample: K26-PP-ASYNC-DEPTH
+      sample: K26-CUDA-GRAPH-OFF
     severity:
       description: V(error), V(warning) or V(info).
       type: str
@@ -232,7 +231,9 @@ model:
   description:
     - Model directory facts (path, exists, is_dir, has_config, size_bytes, hub_id, files, config); V(null) when not
       checked.
-    - C(config) is what the rules read of the model's C(config.json) (its quantization), or V(null).
+    - C(config) is what the rules read of the model's C(config.json) (its quantization, and under C(kv) the MLA fields
+      the KV cache rule reads, kv_lora_rank, qk_rope_head_dim, num_hidden_layers and max_position_embeddings), or
+      V(null).
     - C(files) is the number of files and a digest of their names and sizes, compared across the nodes of a
       multi-node instance.
   returned: always
@@ -277,6 +278,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
 )
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_deepgemm import deciding_config
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_perf_facts import kv_config
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import option_key, secret_values
 
 
@@ -340,13 +342,14 @@ def model_facts(path):
 
 
 def read_model_config(path):
-    """What the rules read of a model's config.json (sglang_deepgemm.deciding_config), None when unreadable."""
+    """What the rules read of a model's config.json (sglang_deepgemm.deciding_config, and the KV cache's fields
+    under ``kv``: sglang_perf_facts.kv_config), None when unreadable."""
     try:
         with open(path, encoding="utf-8") as handle:
             config = json.load(handle)
     except (OSError, ValueError):
         return None
-    return deciding_config(config) if isinstance(config, dict) else None
+    return dict(deciding_config(config), kv=kv_config(config)) if isinstance(config, dict) else None
 
 
 def cache_facts(path, min_free_gb):

@@ -552,8 +552,8 @@ def test_summary_shows_failure_excerpt():
 
 def test_findings_from_set_stats_are_data_errors_first_and_printed_one_per_line():
     findings = [
-        {"id": "K26-PP-ASYNC-DEPTH", "severity": "warning", "message": "pp-size 8 with depth 0.",
-         "fix": "set pp-async-batch-depth: 8", "evidence": {"pp-size": 8, "pp-async-batch-depth": 0}},
+        {"id": "K26-CUDA-GRAPH-OFF", "severity": "warning", "message": "CUDA graphs will be off for decode.",
+         "fix": "remove disable-cuda-graph", "evidence": {"disable-cuda-graph": True}},
         {"id": "K26-GPU-COUNT", "severity": "info", "message": "not checked", "fix": "nothing to do", "evidence": {}},
         {"id": "K26-SGLANG-REFUSES", "severity": "error", "message": "SGLang refuses the options.",
          "fix": "fix it", "evidence": {}},
@@ -562,14 +562,14 @@ def test_findings_from_set_stats_are_data_errors_first_and_printed_one_per_line(
         "gpu-01": {"findings": findings}}})]
     result = build_run_result(events, playbook=PLAYBOOK, status="successful", rc=0)
     host = result.hosts["gpu-01"]
-    assert [f["id"] for f in host.findings] == ["K26-SGLANG-REFUSES", "K26-PP-ASYNC-DEPTH", "K26-GPU-COUNT"]
-    assert host.findings_of("warning")[0]["evidence"] == {"pp-size": 8, "pp-async-batch-depth": 0}
-    assert json.loads(result.to_json())["hosts"]["gpu-01"]["findings"][1]["fix"] == "set pp-async-batch-depth: 8"
+    assert [f["id"] for f in host.findings] == ["K26-SGLANG-REFUSES", "K26-CUDA-GRAPH-OFF", "K26-GPU-COUNT"]
+    assert host.findings_of("warning")[0]["evidence"] == {"disable-cuda-graph": True}
+    assert json.loads(result.to_json())["hosts"]["gpu-01"]["findings"][1]["fix"] == "remove disable-cuda-graph"
     out = io.StringIO()
     print_summary(result, "deploy", out)
     lines = [line.strip() for line in out.getvalue().splitlines() if line.startswith("    ")]
     assert lines == ["ERROR   K26-SGLANG-REFUSES: SGLang refuses the options. Fix: fix it.",
-                     "WARNING K26-PP-ASYNC-DEPTH: pp-size 8 with depth 0. Fix: set pp-async-batch-depth: 8.",
+                     "WARNING K26-CUDA-GRAPH-OFF: CUDA graphs will be off for decode. Fix: remove disable-cuda-graph.",
                      "INFO    K26-GPU-COUNT: not checked"]
 
 

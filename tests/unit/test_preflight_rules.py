@@ -37,21 +37,24 @@ B200X8 = gpu_facts(8, "NVIDIA B200", "10.0", 183359)
 NO_GPU = gpu_facts(0, None, None, None)
 NO_GPU_DRIVER_BROKEN = dict(NO_GPU, nvidia_smi_error="driver/library version mismatch (driver upgraded without reboot?)")
 
-# The Kimi K2.6 profile for 8x RTX PRO 6000 (issue 3): PP8, depth 8, graphs on, triton on SM120.
+# The Kimi K2.6 profile for 8x RTX PRO 6000 (issue 37): TP8 (auto on PCIe), graphs on, triton on SM120,
+# mem-fraction-static left to SGLang.
 K26 = {
     "model-path": "/models/Kimi-K2.6",
     "served-model-name": "kimi-k2.6",
-    "tp-size": 1,
-    "pp-size": 8,
-    "pp-async-batch-depth": 8,
+    "tp-size": 8,
+    "pp-size": 1,
     "attention-backend": "triton",
-    "mem-fraction-static": 0.88,
     "trust-remote-code": True,
     "tool-call-parser": "kimi_k2",
     "reasoning-parser": "kimi_k2",
 }
+# The seed deployment's layout, set by hand: eight pipeline stages.
+PP8 = {"tp-size": 1, "pp-size": 8}
 MODEL_OK = {"path": "/models/Kimi-K2.6", "hub_id": False, "exists": True, "is_dir": True, "has_config": True,
-            "size_bytes": 595 * GIB}
+            "size_bytes": 590 * 10 ** 9}
+# What preflight keeps of K2.6's config.json for the KV cache (its text_config).
+K26_KV = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_hidden_layers": 61, "max_position_embeddings": 262144}
 CACHE_OK = {"path": "/var/cache/sglang", "free_bytes": 200 * GIB, "min_free_bytes": 50 * GIB}
 
 
@@ -104,9 +107,9 @@ CASES = [
     # SGLang 0.5.23 captures decode graphs up to 256 on a 96 GB GPU at tp-size < 4 (srt/arg_groups/memory_hook.py)
     ("K26-CUDA-GRAPH-PARTIAL", "unset max-running-requests is left to SGLang", ctx(), None, None),
     ("K26-CUDA-GRAPH-PARTIAL", "PP8 micro-batches above the default graphs",
-     ctx({"max-running-requests": 4096}), "warning", "decode batches of 257 to 512 requests"),
+     ctx(dict(PP8, **{"max-running-requests": 4096})), "warning", "decode batches of 257 to 512 requests"),
     ("K26-CUDA-GRAPH-PARTIAL", "PP8 micro-batches within the default graphs",
-     ctx({"max-running-requests": 2048}), None, None),
+     ctx(dict(PP8, **{"max-running-requests": 2048})), None, None),
     ("K26-CUDA-GRAPH-PARTIAL", "one stage: SGLang lowers its default to max-running-requests",
      ctx({"max-running-requests": 128, "pp-size": 1, "tp-size": 8}), None, None),
     ("K26-CUDA-GRAPH-PARTIAL", "TP8 on H200 captures up to 512",
@@ -118,9 +121,9 @@ CASES = [
     ("K26-CUDA-GRAPH-PARTIAL", "tp-size 4 captures up to 512 on a 96 GB GPU",
      ctx({"max-running-requests": 1024, "pp-size": 1, "tp-size": 4}), "warning", "decode batches of 513 to 1024"),
     ("K26-CUDA-GRAPH-PARTIAL", "an explicit graph size above the batch",
-     ctx({"max-running-requests": 4096, "cuda-graph-max-bs-decode": 512}), None, None),
+     ctx(dict(PP8, **{"max-running-requests": 4096, "cuda-graph-max-bs-decode": 512})), None, None),
     ("K26-CUDA-GRAPH-PARTIAL", "an explicit list below the micro-batch",
-     ctx({"pp-max-micro-batch-size": 64, "cuda-graph-bs-decode": [1, 2, 4, 8, 16, 32]}), "warning",
+     ctx(dict(PP8, **{"pp-max-micro-batch-size": 64, "cuda-graph-bs-decode": [1, 2, 4, 8, 16, 32]})), "warning",
      "decode batches of 33 to 64 requests (pp-max-micro-batch-size)"),
     ("K26-CUDA-GRAPH-PARTIAL", "no padding with a list",
      ctx({"disable-cuda-graph-padding": True, "cuda-graph-bs-decode": [1, 8, 64]}), "warning", "not in the list"),
@@ -129,20 +132,19 @@ CASES = [
      ctx({"disable-decode-cuda-graph": True, "max-running-requests": 4096}), None, None),
     ("K26-LAYOUT", "no layout handed in", ctx(), None, None),
     ("K26-LAYOUT", "chosen from the interconnect", ctx(layout=sglang_layout.choose(t.PCIE8, 8)), "info",
-     "tp-size 1, pp-size 8: the 8 GPUs share PCIe only"),
-    ("K26-LAYOUT-TOPOLOGY", "PP8 on PCIe", ctx(gpu=dict(RTX8, topology=t.PCIE8)), None, None),
-    ("K26-LAYOUT-TOPOLOGY", "TP8 on PCIe", ctx({"tp-size": 8, "pp-size": 1}, gpu=dict(RTX8, topology=t.PCIE8)),
-     "warning", "over PCIe (NODE)"),
-    ("K26-LAYOUT-TOPOLOGY", "PP8 on NVSwitch, set by hand", ctx(gpu=dict(H200X8_HGX, topology=t.NVSWITCH8)),
-     "warning", "bubbles"),
+     "tp-size 8, pp-size 1: the 8 GPUs share PCIe only"),
+    ("K26-LAYOUT-TOPOLOGY", "TP8 on PCIe", ctx(gpu=dict(RTX8, topology=t.PCIE8)), None, None),
+    ("K26-LAYOUT-TOPOLOGY", "PP8 on PCIe, set by hand", ctx(PP8, gpu=dict(RTX8, topology=t.PCIE8)),
+     "warning", "against the seed's PP8 35.6"),
+    ("K26-LAYOUT-TOPOLOGY", "PP8 on NVSwitch, set by hand", ctx(PP8, gpu=dict(H200X8_HGX, topology=t.NVSWITCH8)),
+     "warning", "SGLang's Kimi K2 cookbook serves 8x H200 with --tp 8"),
     ("K26-LAYOUT-TOPOLOGY", "PP8 on NVSwitch, chosen without facts",
      ctx(gpu=dict(H200X8_HGX, topology=t.NVSWITCH8), layout=sglang_layout.choose(t.UNKNOWN, 8)), None, None),
-    ("K26-PP-ASYNC-DEPTH", "depth = stages", ctx(), None, None),
-    ("K26-PP-ASYNC-DEPTH", "seed: depth 0", ctx({"pp-async-batch-depth": 0}), "warning",
-     "at most 1/8 (12%) of the GPUs are busy at once"),
-    ("K26-PP-ASYNC-DEPTH", "depth unset", ctx(drop=["pp-async-batch-depth"]), "warning", "1/8 (12%)"),
-    ("K26-PP-ASYNC-DEPTH", "depth 4", ctx({"pp-async-batch-depth": 4}), "warning", "5/8 (62%)"),
-    ("K26-PP-ASYNC-DEPTH", "no pipeline", ctx({"pp-size": 1, "tp-size": 8, "pp-async-batch-depth": 0}), None, None),
+    ("K26-PP-ASYNC-DEPTH", "seed: depth 0", ctx(dict(PP8, **{"pp-async-batch-depth": 0})), "info",
+     "pp-size + depth = 8 micro-batch slots, so with 8 or more requests every pipeline stage has a micro-batch"),
+    ("K26-PP-ASYNC-DEPTH", "depth unset", ctx(PP8), "info", "the depth changes nothing"),
+    ("K26-PP-ASYNC-DEPTH", "depth 8", ctx(dict(PP8, **{"pp-async-batch-depth": 8})), "info", "= 16 micro-batch slots"),
+    ("K26-PP-ASYNC-DEPTH", "no pipeline", ctx({"pp-async-batch-depth": 0}), None, None),
     ("K26-NNODES-DIVISOR", "one node", ctx(), None, None),
     ("K26-NNODES-DIVISOR", "2 nodes divide 8", ctx({"nnodes": 2}), None, None),
     ("K26-NNODES-DIVISOR", "3 nodes", ctx({"nnodes": 3}), "error", "not divisible by nnodes 3"),
@@ -153,7 +155,7 @@ CASES = [
     ("K26-NO-GPU", "broken driver", ctx(gpu=NO_GPU_DRIVER_BROKEN), "error", "version mismatch"),
     ("K26-GPU-COUNT", "8 of 8", ctx(), None, None),
     ("K26-GPU-COUNT", "PP8 on one H200", ctx(gpu=H200X1), "error", "needs 8 GPUs on this node but 1 are present"),
-    ("K26-GPU-COUNT", "PP4 on 8", ctx({"pp-size": 4, "pp-async-batch-depth": 4}), "warning", "uses 4 of the 8"),
+    ("K26-GPU-COUNT", "TP4 on 8", ctx({"tp-size": 4}), "warning", "uses 4 of the 8"),
     ("K26-GPU-COUNT", "two nodes, 4 each, 4 present",
      ctx({"nnodes": 2}, gpu=gpu_facts(4, "NVIDIA H200", "9.0", 143771)), None, None),
     ("K26-GPU-COUNT", "base-gpu-id overflow", ctx({"base-gpu-id": 1}), "error", "from base-gpu-id 1"),
@@ -184,14 +186,24 @@ CASES = [
     ("K26-MODEL-MISSING", "hub id", ctx(model={"path": "moonshotai/Kimi-K2.6", "hub_id": True}), "warning",
      "not a local directory"),
     ("K26-MODEL-MISSING", "no model-path", ctx(model={"path": None}), "error", "no model-path"),
-    ("K26-MODEL-TOO-LARGE", "595 GiB on 8x96 GiB at 0.88", ctx(), None, None),
-    ("K26-MODEL-TOO-LARGE", "PP8 on one H200",
-     ctx({"pp-size": 1, "pp-async-batch-depth": 0}, gpu=H200X1), "error", "runs out of memory"),
+    ("K26-MODEL-TOO-LARGE", "590 GB on 8x96 GiB, SGLang's estimate", ctx(), None, None),
+    ("K26-MODEL-TOO-LARGE", "TP8 on one H200", ctx(gpu=H200X1), "error", "runs out of memory"),
+    # SGLang's estimate at TP8 on 97887 MiB GPUs: 0.833 -> 8 x 79.6 GiB = 637 GiB
     ("K26-MODEL-TOO-LARGE", "tight", ctx(model=dict(MODEL_OK, size_bytes=620 * GIB)), "warning",
-     "little room is left for the KV cache"),
-    ("K26-MODEL-TOO-LARGE", "fraction not set",
-     ctx(drop=["mem-fraction-static"], model=dict(MODEL_OK, size_bytes=700 * GIB)),
-     "error", "(not set; assumed)"),
+     "mem-fraction-static 0.833 (SGLang's own estimate)"),
+    ("K26-MODEL-TOO-LARGE", "tight, but counted in tokens by K26-KV-CACHE",
+     ctx(model=dict(MODEL_OK, size_bytes=620 * GIB, config={"kv": K26_KV})), None, None),
+    ("K26-MODEL-TOO-LARGE", "too large at SGLang's estimate", ctx(model=dict(MODEL_OK, size_bytes=650 * GIB)),
+     "error", "x mem-fraction-static 0.833 (SGLang's own estimate)"),
+    ("K26-MODEL-TOO-LARGE", "the same set to 0.95", ctx({"mem-fraction-static": 0.95},
+                                                        model=dict(MODEL_OK, size_bytes=650 * GIB)), None, None),
+    ("K26-KV-CACHE", "no model config", ctx(), None, None),
+    ("K26-KV-CACHE", "TP8 on 8x RTX PRO 6000: the 256K context does not fit",
+     ctx(model=dict(MODEL_OK, config={"kv": K26_KV})), "warning", "not one request of the context length 262144"),
+    ("K26-KV-CACHE", "PP8 holds an eighth of the layers per GPU", ctx(PP8, model=dict(MODEL_OK, config={"kv": K26_KV})),
+     "info", "request(s) of the full context length 262144 fit"),
+    ("K26-KV-CACHE", "a shorter context fits", ctx({"context-length": 65536}, model=dict(MODEL_OK, config={"kv": K26_KV})),
+     "info", "of the full context length 65536 fit"),
     ("K26-MODEL-TOO-LARGE", "simulator: info", ctx(gpu=NO_GPU, simulator=True), "info", "not checked"),
     ("K26-CACHE-DISK", "200 GiB free", ctx(), None, None),
     ("K26-CACHE-DISK", "10 GiB free", ctx(cache=dict(CACHE_OK, free_bytes=10 * GIB)), "error",
@@ -236,7 +248,8 @@ CASES = [
      "DeprecatedStoreTrueAction"),
     ("K26-DEPRECATED-OPTION", "set to false", ctx({"enable-dp-attention": False}), None, None),
     ("K26-SPEC-PP", "no speculative", ctx(), None, None),
-    ("K26-SPEC-PP", "EAGLE3 with PP8", ctx({"speculative-algorithm": "EAGLE3"}), "warning", "SGLANG_ENABLE_PP_SPEC"),
+    ("K26-SPEC-PP", "EAGLE3 with PP8", ctx(dict(PP8, **{"speculative-algorithm": "EAGLE3"})), "warning",
+     "SGLANG_ENABLE_PP_SPEC"),
     ("K26-SPEC-PP", "DFLASH without PP", ctx({"speculative-algorithm": "DFLASH", "pp-size": 1, "tp-size": 8}),
      None, None),
     ("K26-PYTHON-VERSION", "Debian 12's 3.11", ctx(python=dict(PY, version="3.11.2")), None, None),
@@ -299,22 +312,44 @@ def test_simulator_host_reports_no_errors_for_gpu_rules():
     assert {f["id"] for f in findings} == {"K26-GPU-COUNT", "K26-GPU-EXPECTED"}
 
 
-def test_seed_configuration_gives_both_seed_findings_with_fix_and_evidence():
-    seed = ctx({"disable-cuda-graph": True, "pp-async-batch-depth": 0})
+def test_seed_configuration_gives_the_graph_warning_and_the_depth_as_information():
+    seed = ctx(dict(PP8, **{"disable-cuda-graph": True, "pp-async-batch-depth": 0}))
     graphs, depth = r.evaluate(seed)[:2]
-    assert (graphs["id"], graphs["fix"], graphs["evidence"]) == (
-        "K26-CUDA-GRAPH-OFF", "remove disable-cuda-graph", {"disable-cuda-graph": True, "attention-backend": "triton"})
-    assert (depth["id"], depth["evidence"]) == ("K26-PP-ASYNC-DEPTH", {"pp-size": 8, "pp-async-batch-depth": 0})
-    assert depth["fix"].startswith("set pp-async-batch-depth: 8")
+    assert (graphs["id"], graphs["severity"], graphs["fix"], graphs["evidence"]) == (
+        "K26-CUDA-GRAPH-OFF", "warning", "remove disable-cuda-graph",
+        {"disable-cuda-graph": True, "attention-backend": "triton"})
+    assert "graphs back on raised single-request throughput by 44%" in graphs["message"]
+    assert (depth["id"], depth["severity"], depth["evidence"]) == (
+        "K26-PP-ASYNC-DEPTH", "info", {"pp-size": 8, "pp-async-batch-depth": 0, "micro-batch slots": 8})
+    assert "1/8" not in depth["message"] and depth["fix"].startswith("nothing to do")
 
 
 def test_severity_overrides():
-    seed = ctx({"pp-async-batch-depth": 0})
+    seed = ctx(dict(PP8, **{"pp-async-batch-depth": 0}))
     (finding,) = r.evaluate(seed, severity_overrides={"K26-PP-ASYNC-DEPTH": "error"})
-    assert finding["severity"] == "error"
+    assert finding["severity"] == "info"  # information stays information
     assert r.evaluate(seed, severity_overrides={"K26-PP-ASYNC-DEPTH": "off"}) == []
+    graphs = ctx({"disable-decode-cuda-graph": True})
+    assert [f["severity"] for f in r.evaluate(graphs, severity_overrides={"K26-CUDA-GRAPH-OFF": "error"})] == ["error"]
     info = r.evaluate(ctx(gpu=NO_GPU, simulator=True, model=None), severity_overrides={"K26-GPU-COUNT": "error"})
     assert {f["severity"] for f in info} == {r.INFO}
+
+
+def test_kv_cache_budget_follows_sglangs_estimate_and_mla():
+    """TP8 keeps the whole latent KV on each GPU; PP8 an eighth of it: (static - weights) / bytes per token."""
+    model = dict(MODEL_OK, config={"kv": K26_KV})
+    tp8 = r.kv_cache_budget(ctx(model=model))
+    static = 97887 * (1 << 20) * 0.833
+    assert tp8["fraction"] == 0.833 and tp8["KV bytes per token per GPU"] == 70272
+    assert tp8["tokens"] == int((static - 590e9 / 8) / 70272)
+    pp8 = r.kv_cache_budget(ctx(PP8, model=model))
+    assert pp8["fraction"] == 0.854 and pp8["KV bytes per token per GPU"] == 70272 // 8
+    assert pp8["tokens"] > 8 * tp8["tokens"]
+    set_by_hand = r.kv_cache_budget(ctx({"mem-fraction-static": 0.94, "kv-cache-dtype": "fp8_e4m3"}, model=model))
+    assert (set_by_hand["fraction"], set_by_hand["fraction source"]) == (0.94, "set")
+    assert set_by_hand["KV bytes per token per GPU"] == 35136
+    (finding,) = [f for f in r.evaluate(ctx({"mem-fraction-static": 0.94}, model=model)) if f["id"] == "K26-KV-CACHE"]
+    assert finding["severity"] == "info"  # 0.94 leaves room for 256K
 
 
 def test_options_are_read_with_dashed_keys():
@@ -367,11 +402,11 @@ def test_sglang_verdict_is_a_finding():
 
 
 def test_strict_makes_every_warning_an_error_and_errors_come_first():
-    findings = r.evaluate(ctx({"pp-async-batch-depth": 0}, gpu=NO_GPU, simulator=True, model=None))
+    findings = r.evaluate(ctx({"disable-decode-cuda-graph": True}, gpu=NO_GPU, simulator=True, model=None))
     assert [f["severity"] for f in findings] == ["warning", "info", "info"]
     strict = r.by_severity(r.strict(findings))
     assert [(f["id"], f["severity"]) for f in strict] == [
-        ("K26-PP-ASYNC-DEPTH", "error"), ("K26-GPU-COUNT", "info"), ("K26-GPU-EXPECTED", "info")]
+        ("K26-CUDA-GRAPH-OFF", "error"), ("K26-GPU-COUNT", "info"), ("K26-GPU-EXPECTED", "info")]
 
 
 @pytest.mark.parametrize("python, severity, text", [
@@ -418,13 +453,29 @@ def test_module_passes_and_measures_model(tmp_path, capsys):
     assert "sekrit-value" not in json.dumps(result)
 
 
+def test_module_reads_the_kv_cache_fields_of_the_config_and_reports_the_budget(tmp_path, capsys):
+    model = tmp_path / "Kimi-K2.6"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"],
+                                                   "text_config": dict(K26_KV, hidden_size=7168)}))
+    (model / "w.safetensors").write_bytes(b"x" * 1000)
+    options = dict(K26, **{"model-path": str(model), "context-length": 131072})
+    rc, result = run_module({"options": options, "gpu_facts": RTX8, "expected_gpus": 8,
+                             "cache_dir": str(tmp_path / "cache"), "min_cache_free_gb": 0.001}, capsys)
+    assert rc == 0, result
+    assert result["model"]["config"]["kv"] == K26_KV
+    (kv,) = [f for f in result["findings"] if f["id"] == "K26-KV-CACHE"]
+    assert kv["severity"] == "info" and kv["evidence"]["KV bytes per token per GPU"] == 70272
+    assert "of the full context length 131072 fit" in kv["message"]
+
+
 def test_module_fails_on_errors_with_findings(capsys):
-    options = dict(K26, **{"pp-async-batch-depth": 0, "cuda-graph-max-bs": 256})
+    options = dict(K26, **{"disable-decode-cuda-graph": True, "cuda-graph-max-bs": 256})
     rc, result = run_module({"options": options, "gpu_facts": H200X1, "check_model": False}, capsys)
     assert rc == 1 and result["failed"] is True
     assert "K26-GPU-COUNT" in result["msg"] and "K26-REMOVED-OPTION" in result["msg"]
     assert result["warning_count"] == 1 and result["error_count"] == 2
-    assert any(line.startswith("WARNING K26-PP-ASYNC-DEPTH: pp-size 8 with pp-async-batch-depth 0")
+    assert any(line.startswith("WARNING K26-CUDA-GRAPH-OFF: CUDA graphs will be off for decode")
                for line in result["lines"])
 
 
@@ -440,12 +491,12 @@ def test_module_rejects_unknown_override(capsys):
 
 
 def test_module_strict_makes_warnings_fail(capsys):
-    options = dict(K26, **{"pp-async-batch-depth": 0})
+    options = dict(K26, **{"disable-decode-cuda-graph": True})
     rc, result = run_module({"options": options, "gpu_facts": RTX8, "check_model": False}, capsys)
     assert rc == 0 and result["warning_count"] == 1 and result["strict"] is False
     rc, result = run_module({"options": options, "gpu_facts": RTX8, "check_model": False, "strict": True}, capsys)
     assert rc == 1 and result["error_count"] == 1 and result["warning_count"] == 0
-    assert result["findings"][0]["id"] == "K26-PP-ASYNC-DEPTH" and "K26-PP-ASYNC-DEPTH" in result["msg"]
+    assert result["findings"][0]["id"] == "K26-CUDA-GRAPH-OFF" and "K26-CUDA-GRAPH-OFF" in result["msg"]
 
 
 def test_module_folds_in_sglang_verdict_and_unknown_variables(capsys):

@@ -3,14 +3,17 @@ tests/unit/topologies.py."""
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi as smi
+from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_layout as layout
 import topologies as t
 
 
 ALL = [t.NVSWITCH8, t.PCIE8, t.PCIE8_2NUMA, t.BRIDGED_PAIRS8, t.SINGLE, t.RECORDED_H100_NVSWITCH8,
-       t.RECORDED_RTX4090_2NUMA8, t.RECORDED_RTX4090_PCIE5, t.RECORDED_NV12_PAIR]
+       t.RECORDED_RTX4090_2NUMA8, t.RECORDED_RTX4090_PCIE5, t.RECORDED_NV12_PAIR, t.RECORDED_RTX_PRO_6000_2NUMA8,
+       t.RECORDED_RTX_PRO_6000_SWITCHES8]
 ALL_IDS = ["nvswitch8", "pcie8", "pcie8-2numa", "bridged-pairs8", "single", "recorded-h100-nvswitch8",
-           "recorded-4090-2numa8", "recorded-4090-pcie5", "recorded-nv12-pair"]
+           "recorded-4090-2numa8", "recorded-4090-pcie5", "recorded-nv12-pair", "recorded-rtx-pro-6000-2numa8",
+           "recorded-rtx-pro-6000-switches8"]
 
 
 @pytest.mark.parametrize("topo", ALL, ids=ALL_IDS)
@@ -56,13 +59,15 @@ def test_nvlink_status_counts_links_and_inactive_ones():
 
 @pytest.mark.parametrize("topo, gpus, nnodes, tp, pp, kind, words", [
     (t.NVSWITCH8, 8, 1, 8, 1, layout.NVLINK, "all 8 GPUs joined by NVLink (NV18): tensor parallel"),
-    (t.PCIE8, 8, 1, 1, 8, layout.PCIE, "share PCIe only (no NVLink): pipeline parallel, 8 stages"),
-    (t.PCIE8_2NUMA, 8, 1, 1, 8, layout.PCIE, "pipeline parallel"),
+    (t.PCIE8, 8, 1, 8, 1, layout.PCIE, "share PCIe only (no NVLink): tensor parallel across 8 of them"),
+    (t.PCIE8_2NUMA, 8, 1, 8, 1, layout.PCIE, "tensor parallel"),
+    (t.PCIE8, 6, 1, 2, 3, layout.PCIE, "tensor parallel across 2 of them"),
     (t.BRIDGED_PAIRS8, 8, 1, 2, 4, layout.PARTIAL, "blocks of 2"),
     (t.NVSWITCH8, 8, 2, 8, 2, layout.NVLINK, "pipeline parallel across the 2 nodes"),
     (t.NVSWITCH8, 4, 1, 4, 1, layout.NVLINK, "all 4 GPUs"),
     (t.SINGLE, 1, 1, 1, 1, layout.SINGLE, "one GPU"),
-], ids=["nvswitch8", "pcie8", "pcie8-2numa", "bridged-pairs8", "nvswitch8-2nodes", "nvswitch-4-of-8", "single"])
+], ids=["nvswitch8", "pcie8", "pcie8-2numa", "pcie-6-of-8", "bridged-pairs8", "nvswitch8-2nodes", "nvswitch-4-of-8",
+        "single"])
 def test_auto_chooses_from_the_interconnect(topo, gpus, nnodes, tp, pp, kind, words):
     chosen = layout.choose(topo, gpus, nnodes)
     assert (chosen["tp_size"], chosen["pp_size"], chosen["interconnect"], chosen["source"]) == (
@@ -72,29 +77,53 @@ def test_auto_chooses_from_the_interconnect(topo, gpus, nnodes, tp, pp, kind, wo
 
 @pytest.mark.parametrize("topo, gpus, tp, pp, kind", [
     (t.RECORDED_H100_NVSWITCH8, 8, 8, 1, layout.NVLINK),
-    (t.RECORDED_RTX4090_2NUMA8, 8, 1, 8, layout.PCIE),
-    (t.RECORDED_RTX4090_PCIE5, 4, 1, 4, layout.PCIE),
+    (t.RECORDED_RTX4090_2NUMA8, 8, 8, 1, layout.PCIE),
+    (t.RECORDED_RTX4090_PCIE5, 4, 4, 1, layout.PCIE),
+    (t.RECORDED_RTX4090_PCIE5, 5, 1, 5, layout.PCIE),
+    (t.RECORDED_RTX_PRO_6000_2NUMA8, 8, 8, 1, layout.PCIE),
+    (t.RECORDED_RTX_PRO_6000_SWITCHES8, 8, 8, 1, layout.PCIE),
     (t.RECORDED_NV12_PAIR, 2, 2, 1, layout.NVLINK),
-], ids=["h100-nvswitch8", "4090-2numa8", "4090-pcie5", "nv12-pair"])
+], ids=["h100-nvswitch8", "4090-2numa8", "4090-pcie5-4", "4090-pcie5-5", "rtx-pro-6000-2numa8",
+        "rtx-pro-6000-switches8", "nv12-pair"])
 def test_the_recorded_machines_get_the_layout_of_their_interconnect(topo, gpus, tp, pp, kind):
     chosen = layout.choose(topo, gpus)
     assert (chosen["tp_size"], chosen["pp_size"], chosen["interconnect"]) == (tp, pp, kind)
 
 
-def test_the_same_settings_give_tp8_on_nvswitch_and_pp8_on_pcie():
+def test_the_seed_machine_class_gets_tp8_and_k26_layout_names_the_evidence():
+    """8x RTX PRO 6000 over PCIe (recorded): auto picks TP8, citing the measured rows by source and figures."""
+    chosen = layout.choose(t.RECORDED_RTX_PRO_6000_2NUMA8, 8)
+    assert (chosen["tp_size"], chosen["pp_size"], chosen["source"]) == (8, 1, layout.SOURCE_TOPOLOGY)
+    assert "TP8 measured 81.5 tok/s" in chosen["reason"] and "the seed's PP8 35.6" in chosen["reason"]
+    assert [line.split(" on ")[0] for line in chosen["evidence"]] == [
+        "SGLang Kimi K2.6 PP8", "SGLang Kimi K2.5 TP8", "vLLM Kimi K2.6 TP8"]
+    assert all("C=1 " in line for line in chosen["evidence"])
+    assert any("voipmonitor/rtx6kpro models/kimi-k26.md" in line and "C=16 475.2" in line
+               for line in chosen["evidence"])
+    (finding,) = [f for f in rules.evaluate(rules.build_context({"tp-size": 8, "pp-size": 1}, layout=chosen))
+                  if f["id"] == "K26-LAYOUT"]
+    assert finding["evidence"]["layout.evidence"] == chosen["evidence"]
+    assert "tensor parallel across 8" in finding["message"]
+
+
+def test_the_same_settings_give_tp8_on_nvswitch_and_on_pcie():
     nvswitch, pcie = layout.choose(t.RECORDED_H100_NVSWITCH8, 8), layout.choose(t.RECORDED_RTX4090_2NUMA8, 8)
-    assert (nvswitch["tp_size"], nvswitch["pp_size"], pcie["tp_size"], pcie["pp_size"]) == (8, 1, 1, 8)
-    message, fix, evidence = layout.mismatch(t.RECORDED_RTX4090_2NUMA8, 8, 4, 2)
-    assert "across the two NUMA nodes" in message and evidence["link GPU0-GPU1"] == "SYS"
+    assert (nvswitch["tp_size"], nvswitch["pp_size"], pcie["tp_size"], pcie["pp_size"]) == (8, 1, 8, 1)
+    assert layout.mismatch(t.RECORDED_RTX4090_2NUMA8, 8, 8, 1) is None  # TP across the sockets is what was measured
+    message, fix, evidence = layout.mismatch(t.RECORDED_RTX_PRO_6000_2NUMA8, 8, 1, 8)
+    assert "one after another" in message and fix.startswith("tp-size 8 and pp-size 1")
+    assert "several times slower" not in message and evidence["measurements"] == layout.pcie_evidence()
     message, fix, evidence = layout.mismatch(t.RECORDED_H100_NVSWITCH8, 8, 1, 8)
-    assert "bubbles" in message and fix.startswith("tp-size 8 and pp-size 1")
+    assert "one after another" in message and fix.startswith("tp-size 8 and pp-size 1")
 
 
-def test_without_topology_the_pcie_layout_stays():
+def test_without_topology_tensor_parallel_with_the_evidence():
     chosen = layout.choose(t.UNKNOWN, 8)
-    assert (chosen["tp_size"], chosen["pp_size"], chosen["source"]) == (1, 8, layout.SOURCE_DEFAULT)
-    assert "nvidia-smi not found" in chosen["reason"]
-    assert layout.choose(None, 8)["pp_size"] == 8
+    assert (chosen["tp_size"], chosen["pp_size"], chosen["source"]) == (8, 1, layout.SOURCE_DEFAULT)
+    assert "nvidia-smi not found" in chosen["reason"] and "TP8 measured" in chosen["reason"]
+    assert chosen["evidence"][:3] == layout.pcie_evidence()
+    assert layout.choose(None, 8)["tp_size"] == 8
+    assert (layout.choose(None, 8, 2)["tp_size"], layout.choose(None, 8, 2)["pp_size"]) == (8, 2)
     # facts for fewer GPUs than the server uses say nothing about the rest
     assert layout.choose(t.SINGLE, 8)["source"] == layout.SOURCE_DEFAULT
 
@@ -107,17 +136,17 @@ def test_sizes_the_inventory_set_win(tp, pp, expected):
 
 
 @pytest.mark.parametrize("topo, tp, pp, nnodes, words", [
-    (t.PCIE8, 8, 1, 1, "between GPUs 0 and 2 over PCIe (NODE)"),
-    (t.PCIE8_2NUMA, 8, 1, 1, "across the two NUMA nodes"),
-    (t.PCIE8_2NUMA, 4, 2, 1, "over PCIe (NODE)"),
-    (t.BRIDGED_PAIRS8, 4, 2, 1, "over PCIe (NODE)"),
+    (t.PCIE8, 8, 1, 1, None),
+    (t.PCIE8_2NUMA, 8, 1, 1, None),
+    (t.PCIE8_2NUMA, 4, 2, 1, "pp-size 2 puts 2 pipeline stages on GPUs that share PCIe"),
+    (t.BRIDGED_PAIRS8, 4, 2, 1, "over PCIe (NODE), although NVLink joins these GPUs in blocks of 2"),
     (t.BRIDGED_PAIRS8, 2, 4, 1, None),
     (t.NVSWITCH8, 1, 8, 1, "pp-size 8 puts 8 pipeline stages"),
     (t.NVSWITCH8, 8, 1, 1, None),
     (t.NVSWITCH8, 8, 2, 2, None),
     (t.NVSWITCH8, 4, 4, 2, "pp-size 4 puts 2 pipeline stages"),
-    (t.PCIE8, 1, 8, 1, None),
-    (t.UNKNOWN, 8, 1, 1, None),
+    (t.PCIE8, 1, 8, 1, "pp-size 8 puts 8 pipeline stages on GPUs that share PCIe"),
+    (t.UNKNOWN, 1, 8, 1, None),
 ])
 def test_a_layout_that_fights_the_interconnect_is_named(topo, tp, pp, nnodes, words):
     verdict = layout.mismatch(topo, tp * pp // nnodes, tp, pp, nnodes)
@@ -129,7 +158,9 @@ def test_a_layout_that_fights_the_interconnect_is_named(topo, tp, pp, nnodes, wo
 
 
 def test_the_suggested_fix_is_the_layout_auto_would_choose():
-    message, fix, evidence = layout.mismatch(t.PCIE8, 8, 8, 1)
-    assert fix.startswith("tp-size 1 and pp-size 8")
+    message, fix, evidence = layout.mismatch(t.PCIE8, 8, 1, 8)
+    assert fix.startswith("tp-size 8 and pp-size 1")
+    message, fix, evidence = layout.mismatch(t.BRIDGED_PAIRS8, 8, 8, 1)
+    assert fix.startswith("tp-size 2 and pp-size 4")
     message, fix, evidence = layout.mismatch(t.NVSWITCH8, 8, 1, 8)
     assert fix.startswith("tp-size 8 and pp-size 1")

@@ -41,6 +41,14 @@ RECORDED_RTX4090_PCIE5 = topology([
 ], [1, 0, 0, 0, 0])
 # 2 GPUs joined by 12 NVLinks (a Slurm allocation of 2): github.com/rapidsai/dask-cuda/issues/1358 (2024-07-19).
 RECORDED_NV12_PAIR = topology([["X", "NV12"], ["NV12", "X"]], [3, 3])
+# 8x RTX PRO 6000 Blackwell (PCIe, no NVLink), the seed deployment's machine class, as voipmonitor/rtx6kpro
+# hardware/topology.md records `nvidia-smi topo -m` for it (read 2026-12-04; its listings carry no affinity columns,
+# the NUMA nodes are those of its diagram): dual-CPU direct attach, GPUs 0-3 on one socket (PHB), 4-7 on the other
+# (SYS between them) ...
+RECORDED_RTX_PRO_6000_2NUMA8 = topology(matrix(8, lambda a, b: "PHB" if a // 4 == b // 4 else "SYS"),
+                                        [0, 0, 0, 0, 1, 1, 1, 1])
+# ... and single CPU with two PCIe switches, GPUs 0-3 on one (PIX), 4-7 on the other (PHB between them).
+RECORDED_RTX_PRO_6000_SWITCHES8 = topology(matrix(8, lambda a, b: "PIX" if a // 4 == b // 4 else "PHB"), [0] * 8)
 UNKNOWN = {"links": [], "numa": [], "nvlink": [], "error": "nvidia-smi not found"}
 
 

@@ -1,0 +1,92 @@
+"""Every SGLang fact in sglang_perf_facts holds in the real SGLang source (the CPU venv's package), and the
+computations that follow SGLang's code agree with it."""
+import ast
+import re
+
+import pytest
+
+from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_facts as facts
+from sglang_venv import SGLANG_SITE, requires_real_sglang
+
+
+def function_source(path, name):
+    """ast.unparse of the function NAME (Class.method or a plain name) in PATH, and its raw text."""
+    text = path.read_text()
+    tree = ast.parse(text)
+    owner, _, method = name.rpartition(".")
+    for node in ast.walk(tree):
+        if owner and isinstance(node, ast.ClassDef) and node.name == owner:
+            found = [item for item in node.body if isinstance(item, ast.FunctionDef) and item.name == method]
+            if found:
+                return ast.unparse(found[0]), ast.get_source_segment(text, found[0])
+        if not owner and isinstance(node, ast.FunctionDef) and node.name == name:
+            return ast.unparse(node), ast.get_source_segment(text, node)
+    return None, None
+
+
+def squeeze(text):
+    return re.sub(r"\s+", " ", text)
+
+
+@requires_real_sglang
+@pytest.mark.parametrize("fact", facts.SGLANG_FACTS, ids=lambda fact: fact.id)
+def test_each_cited_fact_holds_in_the_real_sglang_source(fact):
+    path = SGLANG_SITE / "sglang" / fact.file
+    assert path.exists(), "%s is gone from sglang: %s" % (fact.file, fact.claim)
+    unparsed, raw = function_source(path, fact.function)
+    assert unparsed, "%s no longer defines %s: %s" % (fact.file, fact.function, fact.claim)
+    for expression in fact.expressions:
+        assert expression in unparsed or squeeze(expression) in squeeze(raw), (
+            "%s %s no longer has %r, so this may no longer hold: %s" % (fact.file, fact.function, expression,
+                                                                       fact.claim))
+
+
+def test_a_fact_that_is_not_there_is_caught(tmp_path):
+    """The check above would fail on a changed function: here, min(pp, 1 + depth) instead of the sum."""
+    source = tmp_path / "mixin.py"
+    source.write_text("class S:\n    def init_pp_loop_state(self):\n"
+                      "        self.pp_loop_size = min(get_parallel().pp_size, 1 + get_parallel().pp_async_batch_depth)\n")
+    unparsed, _raw = function_source(source, "S.init_pp_loop_state")
+    assert facts.SGLANG_FACTS[0].expressions[0] not in unparsed
+
+
+@requires_real_sglang
+def test_the_memory_tiers_are_sglangs_own():
+    """The thresholds and their decode graph sizes, in SGLang's order, are the table's."""
+    unparsed, _raw = function_source(SGLANG_SITE / "sglang" / "srt/arg_groups/memory_hook.py",
+                                     "handle_gpu_memory_settings")
+    thresholds = [int(x) for x in re.findall(r"gpu_mem < (\d+) \* 1024", unparsed)]
+    assert thresholds == [below // 1024 for below, _c, _s, _l in facts.GPU_MEMORY_TIERS]
+    graph_sizes = [int(x) for x in re.findall(r"decode_cuda_graph_config\.max_bs = (\d+)\n", unparsed)]
+    expected = []
+    for _below, _chunk, small, large in facts.GPU_MEMORY_TIERS:
+        expected += [small] if small == large else [small, large]
+    expected += [facts.LARGEST_TIER[1], facts.UNKNOWN_MEMORY[1]]
+    assert graph_sizes == expected
+
+
+def test_sglangs_estimate_for_the_seed_machine_and_an_h200():
+    # RTX PRO 6000 (97887 MiB), TP8: 512 + 8192 x 1.5 + 1024 + 512 x 2 + 1536 (MLA prefill graph) = 16384 MiB
+    assert facts.mem_fraction_static(97887, 8, 1) == (0.833, 16384.0)
+    # PP8 (tp 1): decode graphs up to 256, no prefill graph by default -> 512 + 12288 + 1024 + 512 = 14336 MiB
+    assert facts.mem_fraction_static(97887, 1, 8) == (0.854, 14336.0)
+    # graphs off: no graph reserve at all
+    assert facts.mem_fraction_static(97887, 1, 8, decode_graphs=False) == (0.859, 13824.0)
+    # the floor of 10 GiB on GPUs above 60 GiB, and SGLang's 0.95 when the memory is unknown
+    assert facts.mem_fraction_static(143771, 1, 1, chunked_prefill_size=2048, decode_max_bs=8,
+                                     prefill_graph=False)[1] == 10 * 1024
+    assert facts.mem_fraction_static(None, 8, 1) == (0.95, None)
+
+
+def test_kimi_k26_kv_cache_bytes_per_token():
+    config = {"text_config": {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_hidden_layers": 61}}
+    assert facts.mla_kv_bytes_per_token(facts.text_config(config)) == (512 + 64) * 61 * 2 == 70272
+    assert facts.mla_kv_bytes_per_token({"num_hidden_layers": 32}) is None
+
+
+def test_every_measurement_names_its_source_and_the_layout_evidence_exists():
+    for row in facts.MEASUREMENTS:
+        assert row.source and row.tokens_per_s and row.tp * row.pp == 8
+    assert all(facts.measurement(row_id) for row_id in facts.PCIE8_LAYOUT_EVIDENCE)
+    best = facts.best_at_one([facts.measurement(row_id) for row_id in facts.PCIE8_LAYOUT_EVIDENCE])
+    assert (best.tp, best.pp) == (8, 1)
