@@ -20,8 +20,6 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_version import SGLANG_VERSION  # noqa: F401
-
 # file, function (a method as Class.method is looked up by its name alone), expressions that must appear in the
 # function's source (compared after ast.unparse, so spacing does not matter), and what they mean.
 SglangFact = namedtuple("SglangFact", "id file function expressions claim")

@@ -13,7 +13,7 @@ def function_source(path, name):
     """ast.unparse of the function NAME (Class.method or a plain name) in PATH, and its raw text."""
     text = path.read_text()
     tree = ast.parse(text)
-    owner, _, method = name.rpartition(".")
+    owner, dummy, method = name.rpartition(".")
     for node in ast.walk(tree):
         if owner and isinstance(node, ast.ClassDef) and node.name == owner:
             found = [item for item in node.body if isinstance(item, ast.FunctionDef) and item.name == method]
@@ -37,8 +37,8 @@ def test_each_cited_fact_holds_in_the_real_sglang_source(fact):
     assert unparsed, "%s no longer defines %s: %s" % (fact.file, fact.function, fact.claim)
     for expression in fact.expressions:
         assert expression in unparsed or squeeze(expression) in squeeze(raw), (
-            "%s %s no longer has %r, so this may no longer hold: %s" % (fact.file, fact.function, expression,
-                                                                       fact.claim))
+            "%s %s no longer has %r, so this may no longer hold: %s"
+            % (fact.file, fact.function, expression, fact.claim))
 
 
 def test_a_fact_that_is_not_there_is_caught(tmp_path):
