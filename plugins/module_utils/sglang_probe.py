@@ -31,6 +31,8 @@ JOURNAL_STREAMS_DIR = '/run/systemd/journal/streams'
 # how long an ended process's output may still be on its way into the journal; waited only while its stream is open
 STREAM_DRAIN_SECONDS = 5.0
 STREAM_POLL_SECONDS = 0.1
+# how long a unit whose stream journald has not read yet may take before its first line shows (one that wrote nothing)
+OUTPUT_GRACE_SECONDS = 2.0
 REQUEST_TIMEOUT = 2.0            # seconds, every fast endpoint
 HEALTH_GENERATE_TIMEOUT = 5.0    # /health_generate runs a one-token generation and sleeps >= 1 s
 MAX_BODY_BYTES = 1024 * 1024
@@ -136,18 +138,43 @@ def open_stream_units(directory=JOURNAL_STREAMS_DIR):
     return stream_units(texts)
 
 
-def wait_for_streams_closed(unit, restarted=lambda: False, limit=STREAM_DRAIN_SECONDS,
+def wait_for_streams_closed(unit, restarted=lambda: False, output_seen=lambda: True, limit=STREAM_DRAIN_SECONDS,
                             directory=JOURNAL_STREAMS_DIR, mono=time.monotonic, sleep=time.sleep):
-    """Wait until journald holds no open stream of ``unit`` (at most ``limit`` seconds); whether it closed. Stops
-    early when ``restarted()``: a new process of the unit (systemd's Restart=) holds a stream of its own."""
-    deadline = mono() + limit
+    """Wait until journald holds no open stream of ``unit`` and ``output_seen()`` (the journal has a line the unit's
+    processes wrote since this start), at most ``limit`` seconds; whether both came. Under load journald may not even
+    have accepted the stream yet (no state file), so an empty directory alone proves nothing until a line is there
+    or OUTPUT_GRACE_SECONDS passed (a process that wrote nothing). Stops early when ``restarted()``: a new process of
+    the unit (systemd's Restart=) holds a stream of its own."""
+    started = mono()
+    deadline = started + limit
     while True:
         units = open_stream_units(directory)
-        if units is None or unit not in units:
+        if (units is None or unit not in units) and (mono() - started >= OUTPUT_GRACE_SECONDS or output_seen()):
             return True
         if mono() >= deadline or restarted():
             return False
         sleep(STREAM_POLL_SECONDS)
+
+
+def epoch_of_monotonic(monotonic_us, clock=time.time, monotonic=lambda: time.clock_gettime(time.CLOCK_MONOTONIC)):
+    """The wall-clock time (seconds since the epoch) of a CLOCK_MONOTONIC timestamp in microseconds (systemd's
+    ...TimestampMonotonic): journalctl's --since takes the former."""
+    return clock() - (monotonic() - int(monotonic_us) / 1e6)
+
+
+def merged_journal_json(*texts):
+    """``journalctl -o json`` outputs as one, each entry once (by its cursor), oldest first."""
+    entries = {}
+    for text in texts:
+        for raw in (text or '').splitlines():
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                entries[entry.get('__CURSOR') or raw] = entry
+    ordered = sorted(entries.values(), key=lambda entry: int(entry.get('__REALTIME_TIMESTAMP') or 0))
+    return '\n'.join(json.dumps(entry) for entry in ordered)
 
 
 class SglangProbe(object):
@@ -179,22 +206,33 @@ class SglangProbe(object):
         return self.unit_properties().get('MainPID', '0') not in ('', '0')
 
     # -- journal -----------------------------------------------------------
-    def journal_lines(self, invocation_ids, entries, streams=False):
+    def journal_lines(self, invocation_ids, entries, streams=False, since_us=None):
         """Message lines of the last ``entries`` journal entries of the given invocations,
         oldest first; of the unit (``-u``) only when no invocation is known. ``streams``: also the lines of the
-        invocations' output streams that journald stored without the invocation (read after the unit stopped)."""
+        invocations' output streams that journald stored without the invocation (read after the unit stopped), and,
+        with ``since_us`` (the current start, monotonic microseconds), every line of the unit since then."""
         if not self.journalctl:
             return []
-        cmd = [self.journalctl, '--no-pager', '-q', '-o', 'json', '-n', str(max(1, entries))]
-        if invocation_ids:
-            cmd += journal_matches(invocation_ids)
-        else:
-            cmd += ['-u', self.unit]
+        base = [self.journalctl, '--no-pager', '-q', '-o', 'json', '-n', str(max(1, entries))]
+        cmd = base + (journal_matches(invocation_ids) if invocation_ids else ['-u', self.unit])
         rc, out, err = self.module.run_command(cmd, environ_update=self.env)
         more = stream_matches(out) if streams and invocation_ids else []
         if more:
             rc, out, err = self.module.run_command(cmd + more, environ_update=self.env)
+        if streams and str(since_us or '').isdigit() and int(since_us) > 0:
+            since = ['--since', '@%.6f' % epoch_of_monotonic(since_us), '-u', self.unit]
+            rc, recent, err = self.module.run_command(base + since, environ_update=self.env)
+            out = merged_journal_json(out, recent)
         return parse_journal_json(out)
+
+    def output_seen(self, since_us):
+        """Whether the journal holds a line the unit's processes wrote (stdout/stderr) since ``since_us``."""
+        if not (self.journalctl and str(since_us or '').isdigit() and int(since_us) > 0):
+            return True
+        cmd = [self.journalctl, '--no-pager', '-q', '-o', 'json', '-n', '1', '--since',
+               '@%.6f' % epoch_of_monotonic(since_us), '_SYSTEMD_UNIT=%s' % self.unit, '_TRANSPORT=stdout']
+        rc, out, err = self.module.run_command(cmd, environ_update=self.env)
+        return rc == 0 and bool(out.strip())
 
     def start_journal(self, invocation_id, entries):
         """``journalctl -o json`` of one invocation's last ``entries`` entries (their MESSAGE and timestamps)."""
@@ -205,7 +243,7 @@ class SglangProbe(object):
         rc, out, err = self.module.run_command(cmd, environ_update=self.env)
         return out
 
-    def sync_journal(self, ended=False):
+    def sync_journal(self, ended=False, since_us=None):
         """Ask journald to store what the service wrote before it died (needs root; best effort).
 
         ``ended``: the unit's processes have exited. Their last lines reach journald through the unit's stdout
@@ -213,7 +251,8 @@ class SglangProbe(object):
         ``journalctl --sync`` does not wait for it. So first wait, bounded, until journald has closed every stream
         of the unit: then everything the processes wrote is in the journal."""
         if ended:
-            wait_for_streams_closed(self.unit, restarted=self.main_process_runs)
+            wait_for_streams_closed(self.unit, restarted=self.main_process_runs,
+                                    output_seen=lambda: self.output_seen(since_us))
         if self.journalctl:
             self.module.run_command([self.journalctl, '--sync'], environ_update=self.env)
 

@@ -488,10 +488,12 @@ def final_result(probe, state, settings, decision, obs, journal_lines, check_mod
         lines = probe.journal_lines(state['invocation_ids'], JOURNAL_LAST_ENTRIES)
         excerpt = []
     else:
+        started_us = (obs.get('unit') or {}).get('ExecMainStartTimestampMonotonic', '')
         if not check_mode:
-            probe.sync_journal(ended=process_ended(obs))
+            probe.sync_journal(ended=process_ended(obs), since_us=started_us)
         entries = JOURNAL_SCAN_ENTRIES if state['invocation_ids'] else journal_lines
-        lines = probe.journal_lines(state['invocation_ids'], max(entries, journal_lines), streams=True)
+        lines = probe.journal_lines(state['invocation_ids'], max(entries, journal_lines), streams=True,
+                                    since_us=started_us)
         excerpt = journal_excerpt(lines, tail=journal_lines) + kernel_excerpt(probe, obs)
     elapsed = elapsed_since(state)
     result = base_result(state, elapsed)

@@ -104,7 +104,7 @@ def test_the_key_is_in_no_argv_unit_or_journal(fleet):
 def test_an_index_password_is_in_no_result_or_event(fleet):
     dummy, dummy, router, dummy, result = fleet
     installed = [path for path in Path(result.artifacts_dir).rglob("*.json")
-                 if "Install the pinned router package" in path.read_text(errors="replace")]
+                 if "Install the router package with pip" in path.read_text(errors="replace")]
     assert installed, "the router's install task did not run"
     leaks = [str(path) for path in Path(result.artifacts_dir).rglob("*")
              if path.is_file() and INDEX_PASSWORD in path.read_text(errors="replace")]

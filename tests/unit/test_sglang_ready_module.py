@@ -55,11 +55,11 @@ class FakeProbe(object):
         t, props, models, warmup = step
         return {'elapsed': t, 'unit': props, 'models': models, 'warmup': warmup}
 
-    def journal_lines(self, invocation_ids, entries, streams=False):
+    def journal_lines(self, invocation_ids, entries, streams=False, since_us=None):
         FakeProbe.calls.append(('journal', list(invocation_ids), entries))
         return list(FakeProbe.journal)
 
-    def sync_journal(self, ended=False):
+    def sync_journal(self, ended=False, since_us=None):
         FakeProbe.calls.append(('sync',))
 
     def kernel_events_since(self, start_us):

@@ -302,3 +302,30 @@ def test_the_excerpt_adds_the_invocation_s_streams_whose_late_lines_lost_the_inv
     probe = SglangProbe(module, 'sglang.service', 'http://127.0.0.1:30000')
     assert probe.journal_lines([INV1], 100, streams=True) == ["starting", "Main process exited", "RuntimeError: late"]
     assert module.commands[1][-2:] == ['+', '_STREAM_ID=5f0c']
+
+
+def test_no_open_stream_proves_nothing_until_a_line_of_the_unit_is_in_the_journal_or_the_grace_passed(tmp_path):
+    """Under load journald may not have accepted the unit's stream yet (no state file): the wait also wants a line
+    the unit wrote, for at most OUTPUT_GRACE_SECONDS (a process that wrote nothing)."""
+    clock = {"now": 0.0}
+    seen = {"after": 0.7}
+
+    def tick(seconds):
+        clock["now"] += seconds
+    assert probe_mod.wait_for_streams_closed("sglang.service", output_seen=lambda: clock["now"] >= seen["after"],
+                                             directory=str(tmp_path), mono=lambda: clock["now"], sleep=tick) is True
+    assert 0.7 <= clock["now"] < 0.9
+    clock["now"] = 0.0
+    assert probe_mod.wait_for_streams_closed("sglang.service", output_seen=lambda: False, directory=str(tmp_path),
+                                             mono=lambda: clock["now"], sleep=tick) is True
+    assert probe_mod.OUTPUT_GRACE_SECONDS <= clock["now"] < probe_mod.OUTPUT_GRACE_SECONDS + 0.2
+
+
+def test_the_lines_of_both_queries_are_merged_once_each_oldest_first():
+    first = '{"__CURSOR": "a", "__REALTIME_TIMESTAMP": "20", "MESSAGE": "Main process exited"}'
+    late = '{"__CURSOR": "b", "__REALTIME_TIMESTAMP": "30", "MESSAGE": "RuntimeError: late"}'
+    early = '{"__CURSOR": "c", "__REALTIME_TIMESTAMP": "10", "MESSAGE": "starting"}'
+    merged = probe_mod.merged_journal_json(first, "\n".join([early, first, late]))
+    messages = [json.loads(line)["MESSAGE"] for line in merged.splitlines()]
+    assert messages == ["starting", "Main process exited", "RuntimeError: late"]
+    assert probe_mod.epoch_of_monotonic(5_000_000, clock=lambda: 1000.0, monotonic=lambda: 7.0) == 998.0

@@ -242,7 +242,7 @@ def test_the_record_keeps_each_starts_caches_and_an_upgraded_start_says_they_wer
 def test_a_look_in_check_mode_caused_no_start_and_times_none():
     """status looks once (check mode): its poll is not when the server became ready, whatever the timeline says."""
     class Probe(StartProbe):
-        def journal_lines(self, invocation_ids, entries, streams=False):
+        def journal_lines(self, invocation_ids, entries, streams=False, since_us=None):
             return []
     decision = type('Decision', (), {'reason': 'ready', 'done': True})()
     st = dict(state(timeline={'loading': 0.1, 'ready': 300.8}), invocation_ids=['new'], phase='ready', model_ids=[],
