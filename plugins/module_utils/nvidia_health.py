@@ -53,7 +53,7 @@ XID_CATALOG = {
 }
 ACTION_SEVERITY = {'RESET_GPU': ERROR, 'RESTART_BM': ERROR, 'CONTACT_SUPPORT': ERROR, 'RESTART_APP': WARNING,
                    'IGNORE': INFO}
-#: NVSwitch SXids are fatal to the fabric unless known to be corrected (the fabric needs Fabric Manager's recovery)
+#: NVSwitch SXids: the line itself says fatal or non-fatal, which is not parsed here; a warning, with the line shown
 SXID_SEVERITY = WARNING
 
 _DMESG_TIME = re.compile(r'^\[\s*(\d+\.\d+)\]')

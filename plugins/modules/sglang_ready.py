@@ -469,11 +469,10 @@ def process_ended(obs):
     return bool(props) and props.get('MainPID', '0') in ('', '0')
 
 
-def kernel_excerpt(probe, obs):
-    """The GPUs' kernel events (Xid 79: the GPU fell off the bus ...) since the unit's process started, with their
-    meaning: beside a CUDA error in the journal they are the whole diagnosis."""
-    start_us = (obs.get('unit') or {}).get('ExecMainStartTimestampMonotonic', '')
-    return nvidia_health.excerpt_lines(probe.kernel_events_since(start_us))
+def kernel_excerpt(probe, started_us):
+    """The GPUs' kernel events (Xid 79: the GPU fell off the bus ...) since the unit's process started (monotonic
+    microseconds), with their meaning: beside a CUDA error in the journal they are the whole diagnosis."""
+    return nvidia_health.excerpt_lines(probe.kernel_events_since(started_us))
 
 
 def final_result(probe, state, settings, decision, obs, journal_lines, check_mode, invocations=(),
@@ -494,7 +493,7 @@ def final_result(probe, state, settings, decision, obs, journal_lines, check_mod
         entries = JOURNAL_SCAN_ENTRIES if state['invocation_ids'] else journal_lines
         lines = probe.journal_lines(state['invocation_ids'], max(entries, journal_lines), streams=True,
                                     since_us=started_us)
-        excerpt = journal_excerpt(lines, tail=journal_lines) + kernel_excerpt(probe, obs)
+        excerpt = journal_excerpt(lines, tail=journal_lines) + kernel_excerpt(probe, started_us)
     elapsed = elapsed_since(state)
     result = base_result(state, elapsed)
     result.update(
