@@ -37,3 +37,10 @@ def test_make_test_runs_its_parts_through_part_sh():
     script = (ROOT / "scripts" / "test.sh").read_text()
     for part in ("lint", "sanity", "collection", "demo", "pytest", "molecule"):
         assert "scripts/part.sh %s" % part in script
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by their base name (rootdir-relative "prepend" mode, no __init__.py): two files of
+    the same name in unit/ and integration/ stop collection with "import file mismatch" when both are collected."""
+    names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted(name for name in set(names) if names.count(name) > 1) == []
