@@ -5,7 +5,8 @@
 
 It starts the command, asks the routes the package relies on every 0.2 s while it starts (/health,
 /health_generate, /ready, /v1/models, the last with the key), and once /v1/models and the warm-up answer 200 asks
-them again, with the key, without it and with a wrong one; then it sends SIGTERM to the process alone (as the unit's
+them again, with the key, without it and with a wrong one (and one admin route, also with the admin key, and
+whether /server_info shows that key to a holder of the API key); then it sends SIGTERM to the process alone (as the unit's
 KillMode=mixed does) and times the stop. It prints one JSON document: per route the sequence of distinct answers
 while starting and the answers when ready, the 401 body, the shape of /v1/models, which of the lines the package
 reads were printed, the exit status and the seconds the stop took. Timings are left out of what two servers are
@@ -24,6 +25,8 @@ import urllib.error
 import urllib.request
 
 ROUTES = ("/health", "/health_generate", "/ready", "/v1/models")
+# One of SGLang's admin routes (AuthLevel.ADMIN_OPTIONAL), harmless to call: who may flush the cache.
+ADMIN_ROUTE = "/flush_cache"
 # What the package reads in the output: the launcher masks the first, sglang_ready's progress and the tests read
 # the others (SGLang 0.5.23's own words).
 LINES = {
@@ -89,11 +92,14 @@ def starting(port, key, process, deadline):
     return sequences, False
 
 
-def when_ready(port, key):
+def when_ready(port, key, admin_key=None):
     result = {}
-    for route in ROUTES:
+    for route in ROUTES + (ADMIN_ROUTE,):
         result[route] = {"key": ask(port, route, key)[0], "no_key": ask(port, route)[0],
                          "wrong_key": ask(port, route, WRONG_KEY)[0]}
+    if admin_key:
+        result[ADMIN_ROUTE]["admin_key"] = ask(port, ADMIN_ROUTE, admin_key)[0]
+        result["server_info_shows_the_admin_key"] = admin_key in ask(port, "/server_info", key)[1]
     status, body = ask(port, "/v1/models")
     result["401_body"] = body if status == 401 else None
     result["models_shape"] = shape(ask(port, "/v1/models", key)[1])
@@ -115,6 +121,7 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--api-key", required=True)
+    parser.add_argument("--admin-api-key", help="the admin key the server's config sets, if any")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -126,7 +133,7 @@ def main(argv):
     report = {"ready": ready, "seconds_to_ready": round(time.monotonic() - started, 1), "starting": sequences}
     if ready:
         time.sleep(1)  # the lines printed with the first answers
-        report["when_ready"] = when_ready(args.port, args.api_key)
+        report["when_ready"] = when_ready(args.port, args.api_key, args.admin_api_key)
     report["exit_status"], report["seconds_to_stop"] = stop(process, 60)
     output.thread.join(timeout=5)
     report["lines"] = output.seen()

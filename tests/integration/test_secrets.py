@@ -97,6 +97,32 @@ def test_the_endpoint_speaks_https_only(tls):
     assert status.exit_code == 0 and status.hosts[box.name].ready
 
 
+ADMIN_KEY_FILE = "/etc/sglang/sglang.admin-key"
+
+
+def admin_key_of(box):
+    return box.exec("cat " + ADMIN_KEY_FILE).stdout.strip()
+
+
+def status_of(box, path, key):
+    return box.exec("curl -s -o /dev/null -w '%%{http_code}' --cacert /etc/sglang/tls/ca.crt -H 'Authorization: Bearer %s' "
+                    "https://127.0.0.1:30000%s" % (key, path)).stdout
+
+
+def test_an_admin_key_of_its_own_keeps_the_api_key_off_the_admin_endpoints(tls):
+    """Issue 36 item 4: SGLang's admin routes (here /flush_cache, AuthLevel.ADMIN_OPTIONAL) take the generated admin
+    key only; it is root's alone, in the config beside the API key, and masked in the journal like it."""
+    box, inventory = tls[0], tls[1]
+    assert box.exec("stat -c '%U:%G %a' " + ADMIN_KEY_FILE).stdout.strip() == "root:root 600"
+    admin_key, key = admin_key_of(box), key_of(inventory)
+    assert len(admin_key) >= 32 and admin_key != key
+    assert yaml.safe_load(box.exec("cat /etc/sglang/sglang.yaml").stdout)["admin-api-key"] == admin_key
+    assert status_of(box, "/flush_cache", key) == "401"
+    assert status_of(box, "/flush_cache", admin_key) == "200"
+    assert status_of(box, "/v1/models", key) == "200" and status_of(box, "/v1/models", admin_key) == "401"
+    assert admin_key not in journal(box) and "'admin_api_key': '********'" in journal(box)
+
+
 def test_the_files_stay_private_and_the_unit_as_hardened_as_before(tls):
     box, inventory = tls[0], tls[1]
     for name in ("sglang.yaml", "sglang.env"):
@@ -115,6 +141,7 @@ def test_the_files_stay_private_and_the_unit_as_hardened_as_before(tls):
 
 def test_no_key_in_the_journal_after_a_failed_key_change_and_its_rollback(tls):
     box, inventory, tls_vars, dummy = tls
+    admin_key = admin_key_of(box)
     change = dict(tls_vars, sglang_service_api_key=NEW_KEY,
                   sglang_service_environment={"SGLANG_SIM_LOAD_SECONDS": 2, "SGLANG_SIM_FAILURE": "crash_loading"})
     result = k26deploy.deploy(inventory=inventory, extra_vars=change)
@@ -125,6 +152,8 @@ def test_no_key_in_the_journal_after_a_failed_key_change_and_its_rollback(tls):
     assert "server_args=" in text and "'api_key': '********'" in text  # SGLang logged its arguments, masked
     assert key_of(inventory) not in text and NEW_KEY not in text
     assert NEW_KEY not in json.dumps(result.to_dict())
+    # the admin key was kept through the change and its rollback, and is in none of the run's output
+    assert admin_key_of(box) == admin_key and admin_key not in text and admin_key not in json.dumps(result.to_dict())
 
 
 def tls_files(box):

@@ -178,23 +178,37 @@ def test_the_option_table_is_sglangs_own():
 
 # ---------------------------------------------------------------- HTTP
 
-def real_routes():
-    """(method, path) of every route SGLang's HTTP server declares with a literal path."""
-    tree = ast.parse((SGLANG_SITE / "sglang" / "srt" / "entrypoints" / "http_server.py").read_text())
+def app_routes(decorators):
+    """(method, path) of the routes a function's decorators declare on SGLang's app with a literal path."""
     routes = set()
-    for node in ast.walk(tree):
-        for decorator in getattr(node, "decorator_list", []):
-            if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
-                    and getattr(decorator.func.value, "id", None) == "app" and decorator.args
-                    and isinstance(decorator.args[0], ast.Constant)):
-                continue
-            kind, path = decorator.func.attr, decorator.args[0].value
-            if kind == "api_route":
-                methods = next((k.value for k in decorator.keywords if k.arg == "methods"), None)
-                routes |= {(m.value, path) for m in methods.elts} if methods else {("GET", path)}
-            elif kind in ("get", "post", "put", "delete"):
-                routes.add((kind.upper(), path))
+    for decorator in decorators:
+        if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+                and getattr(decorator.func.value, "id", None) == "app" and decorator.args
+                and isinstance(decorator.args[0], ast.Constant)):
+            continue
+        kind, path = decorator.func.attr, decorator.args[0].value
+        if kind == "api_route":
+            methods = next((k.value for k in decorator.keywords if k.arg == "methods"), None)
+            routes |= {(m.value, path) for m in methods.elts} if methods else {("GET", path)}
+        elif kind in ("get", "post", "put", "delete"):
+            routes.add((kind.upper(), path))
     return routes
+
+
+def auth_level_of(decorators):
+    """The AuthLevel member an `@auth_level(AuthLevel.X)` decorator names; NORMAL without one."""
+    for decorator in decorators:
+        if (isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == "auth_level"
+                and isinstance(decorator.args[0], ast.Attribute)):
+            return decorator.args[0].attr
+    return "NORMAL"
+
+
+def real_routes():
+    """{(method, path): auth level} of every route SGLang's HTTP server declares with a literal path."""
+    tree = ast.parse((SGLANG_SITE / "sglang" / "srt" / "entrypoints" / "http_server.py").read_text())
+    return {route: auth_level_of(node.decorator_list) for node in ast.walk(tree)
+            for route in app_routes(getattr(node, "decorator_list", []))}
 
 
 def simulator_api(*flags):
@@ -202,23 +216,41 @@ def simulator_api(*flags):
     return sim.Api(sim.ServerState(args, settings, sim.Log()))
 
 
+def simulator_routes(api):
+    return {(method, path) for path, (methods, dummy) in api.routes.items() for method in methods}
+
+
 def test_simulator_routes_exist_in_sglang():
-    routes = {(method, path) for path, (method, dummy) in simulator_api().routes.items()}
+    routes = simulator_routes(simulator_api())
     metrics = {("GET", "/metrics")}  # mounted by SGLang's Prometheus set-up, not declared as a route
-    assert routes - metrics <= real_routes(), routes - metrics - real_routes()
+    assert routes - metrics <= set(real_routes()), routes - metrics - set(real_routes())
 
 
-def test_which_routes_need_the_key_is_sglangs_decision():
+# Who presents which key, and which keys the server has: (API key, admin key) of the server, the bearer sent.
+KEYS = {"api key only": ("k" * 16, None), "api and admin keys": ("k" * 16, "a" * 16), "admin key only": (None, "a" * 16)}
+BEARERS = {"none": None, "the api key": "k" * 16, "the admin key": "a" * 16}
+
+
+@pytest.mark.parametrize("server", KEYS)
+def test_which_routes_need_which_key_is_sglangs_decision(server):
+    """SGLang's own decide_request_auth (srt/utils/auth.py), at the auth level SGLang's source gives each route,
+    against the simulator's answer, for every route the simulator serves and every bearer."""
+    api_key, admin_key = KEYS[server]
+    levels = real_routes()
+    routes = sorted(simulator_routes(simulator_api()) - {("GET", "/metrics")})
+    asks = [[method, path, levels[method, path], bearer] for method, path in routes for bearer in BEARERS.values()]
     script = ("import json, sys; from sglang.srt.utils.auth import decide_request_auth, AuthLevel;"
-              "print(json.dumps({p: decide_request_auth(method=m, path=p, authorization_header=None, api_key='k',"
-              " admin_api_key=None, auth_level=AuthLevel.NORMAL).allowed for m, p in json.loads(sys.argv[1])}))")
-    api = simulator_api("--api-key", "k")
-    routes = [(method, path) for path, (method, dummy) in api.routes.items()]
-    real = json.loads(asked(script, json.dumps(routes)))
-    no_key = Namespace(headers={})
-    simulated = {path: api.authorized(no_key, path) for dummy, path in routes}
-    assert simulated == real
-    assert real["/health"] and real["/ready"] and not real["/v1/models"]
+              "keys, asks = json.loads(sys.argv[1]);"
+              "print(json.dumps([decide_request_auth(method=m, path=p, authorization_header=b and 'Bearer ' + b,"
+              " api_key=keys[0], admin_api_key=keys[1], auth_level=AuthLevel[level]).allowed"
+              " for m, p, level, b in asks]))")
+    real = json.loads(asked(script, json.dumps([[api_key, admin_key], asks])))
+    flags = (["--api-key", api_key] if api_key else []) + (["--admin-api-key", admin_key] if admin_key else [])
+    api = simulator_api(*flags)
+    simulated = [api.authorized(Namespace(headers={"Authorization": "Bearer " + b} if b else {}), p)
+                 for dummy, p, dummy_level, b in asks]
+    assert dict(zip(map(str, asks), simulated)) == dict(zip(map(str, asks), real))
+    assert levels["GET", "/flush_cache"] == "ADMIN_OPTIONAL" and levels["GET", "/v1/models"] == "NORMAL"
 
 
 # ---------------------------------------------------------------- log lines

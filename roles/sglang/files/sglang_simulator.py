@@ -150,6 +150,11 @@ LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 5
 QUIET_PATHS = frozenset({"/health", "/health_generate", "/ready", "/metrics"})
 # Like SGLang's API key middleware: these stay open, everything else needs the key.
 OPEN_PATH_PREFIXES = ("/health", "/ready", "/metrics")
+# Routes SGLang 0.5.23 marks AuthLevel.ADMIN_OPTIONAL (srt/entrypoints/http_server.py) that the simulator serves:
+# with an admin key set only that key opens them, with none the API key does (srt/utils/auth.py decide_request_auth).
+ADMIN_OPTIONAL_PATHS = ("/flush_cache",)
+FLUSHED = ("Cache flushed.\nPlease check backend logs for more details. "
+           "(When there are running or waiting requests, the operation will not be performed.)\n")
 # What the dummy health server of a node with --node-rank >= 1 answers (200, always).
 DUMMY_HEALTH_PATHS = ("/ping", "/health", "/health_generate")
 
@@ -939,20 +944,21 @@ class Api:
         self.log = state.log
         self.dummy = self.args.node_rank >= 1
         self.routes = {
-            "/v1/models": ("GET", self.models),
-            "/model_info": ("GET", self.model_info),
-            "/get_model_info": ("GET", self.model_info),
-            "/server_info": ("GET", self.server_info),
-            "/get_server_info": ("GET", self.server_info),
-            "/health": ("GET", self.health),
-            "/health_generate": ("GET", self.health_generate),
-            "/ready": ("GET", self.ready),
-            "/v1/completions": ("POST", self.completions),
-            "/v1/chat/completions": ("POST", self.chat_completions),
-            "/generate": ("POST", self.generate),
+            "/v1/models": (("GET",), self.models),
+            "/model_info": (("GET",), self.model_info),
+            "/get_model_info": (("GET",), self.model_info),
+            "/server_info": (("GET",), self.server_info),
+            "/get_server_info": (("GET",), self.server_info),
+            "/health": (("GET",), self.health),
+            "/health_generate": (("GET",), self.health_generate),
+            "/ready": (("GET",), self.ready),
+            "/v1/completions": (("POST",), self.completions),
+            "/v1/chat/completions": (("POST",), self.chat_completions),
+            "/generate": (("POST",), self.generate),
+            "/flush_cache": (("GET", "POST"), self.flush_cache),
         }
         if self.args.enable_metrics:
-            self.routes["/metrics"] = ("GET", self.metrics)
+            self.routes["/metrics"] = (("GET",), self.metrics)
 
     # ---- dispatch
 
@@ -967,7 +973,7 @@ class Api:
             route = self.routes.get(path)
             if route is None:
                 return handler.send_json(404, {"detail": "Not Found"})
-            if route[0] != method:
+            if method not in route[0]:
                 return handler.send_json(405, {"detail": "Method Not Allowed"})
             route[1](handler, body)
         except HttpError as exc:
@@ -992,8 +998,12 @@ class Api:
         return handler.send_json(404, {"detail": "Not Found"})
 
     def authorized(self, handler, path):
+        if path.startswith(OPEN_PATH_PREFIXES):
+            return True
         key = self.args.api_key
-        if not key or path.startswith(OPEN_PATH_PREFIXES):
+        if path in ADMIN_OPTIONAL_PATHS:
+            key = getattr(self.args, "admin_api_key", None) or key
+        if not key:
             return True
         given = handler.headers.get("Authorization", "")
         return hmac.compare_digest(given.encode("utf-8"), f"Bearer {key}".encode("utf-8"))
@@ -1037,6 +1047,10 @@ class Api:
         handler.send_bytes(200, text.encode("utf-8"), "text/plain; version=0.0.4; charset=utf-8")
 
     # ---- health
+
+    def flush_cache(self, handler, body):
+        """SGLang's radix-cache flush: nothing to flush here, the same answer."""
+        handler.send_bytes(200, FLUSHED.encode("utf-8"), "text/plain; charset=utf-8")
 
     def health(self, handler, body):
         handler.send_empty(200 if self.state.warm else 503)
