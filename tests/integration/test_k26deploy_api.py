@@ -96,6 +96,10 @@ def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
     assert "torch.OutOfMemoryError: CUDA out of memory." in box.exec("journalctl -u sglang.service --no-pager").stdout
     status = k26deploy.status(inventory=inventory)
     assert status.exit_code == 0 and status.hosts[box.name].ready
+    # the restored configuration's start was kept as a deploy's is: status reports it, with its phases
+    startup = status.hosts[box.name].startup
+    running = box.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
+    assert startup["observed"] is True and startup["invocation"] == running and startup["phases"], startup
 
 
 def test_cli_status_json(target):
