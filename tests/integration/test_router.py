@@ -96,8 +96,8 @@ def test_the_key_is_in_no_argv_unit_or_journal(fleet):
     assert pid != "0" and key not in router.exec("tr '\\0' ' ' < /proc/%s/cmdline" % pid).stdout
     assert key not in router.exec("journalctl --no-pager -o cat").stdout
     assert router.exec("stat -c '%U:%G %a' /etc/sglang-router/api_key").stdout.strip() == "root:sglang-router 640"
-    # hardened: the unit's exposure as systemd-analyze rates it
-    assert router.exec("systemd-analyze security --threshold=20 sglang-router.service", check=False).returncode == 0, \
+    # hardened: the unit's exposure as systemd-analyze rates it (1.2 in systemd 252, the GPU proof's too; aim 1.5)
+    assert router.exec("systemd-analyze security --threshold=15 sglang-router.service", check=False).returncode == 0, \
         router.exec("systemd-analyze security sglang-router.service", check=False).stdout[-3000:]
 
 

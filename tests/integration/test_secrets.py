@@ -384,7 +384,7 @@ def test_the_precompile_is_as_hardened_as_the_service(precompiled):
     assert precompile and precompile["unit"] == seen.get("unit"), (precompile, seen)
     service = exposure(box, "sglang.service")
     assert service is not None and seen.get("exposure") is not None, seen
-    assert seen["exposure"] <= service + 0.2, (seen["exposure"], service)
+    assert seen["exposure"] <= min(service + 0.2, 1.5), (seen["exposure"], service)
 
 
 def test_no_local_user_reaches_the_precompiles_server(precompiled):

@@ -205,8 +205,10 @@ def test_k26deploy_status_reports_the_real_server(host):
     assert status["model_id"] == MODEL and status["simulator"] is False
     # the converge's start, read from real SGLang's own lines in its journal (no CUDA graphs on a CPU)
     phases = status["startup"]["phases"]
-    assert list(phases) == ["weights_loaded", "kv_cache_allocated", "warmed_up", "ready"], status["startup"]
-    assert sorted(phases.values()) == list(phases.values()) and phases["ready"] < 600, phases
+    # a JSON object has no order: the phases in the order they ended (warmed_up and ready may end together)
+    assert sorted(phases, key=lambda name: (phases[name], name != "warmed_up")) == \
+        ["weights_loaded", "kv_cache_allocated", "warmed_up", "ready"], status["startup"]
+    assert phases["ready"] < 600, phases
 
 
 def test_k26deploy_logs_show_the_journal_masked(host):
