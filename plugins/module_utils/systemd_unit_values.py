@@ -99,7 +99,16 @@ def words_problem(name, words):
 
 
 SYSCALL_SET = re.compile(r'^@?[a-z0-9_-]+\Z')
-ADDRESS_KEYWORDS = ('any', 'localhost', 'link-local', 'multicast')
+# systemd's keywords for IPAddressAllow= and the prefixes each stands for (systemd.resource-control(5)). Only a unit
+# file reads the keywords: systemd 252's systemd-run -p IPAddressAllow=localhost fails ("Failed to parse IP address
+# prefix"), so the one hardening list spells them out for the unit and the precompile alike.
+ADDRESS_KEYWORD_PREFIXES = {
+    'any': ('0.0.0.0/0', '::/0'),
+    'localhost': ('127.0.0.0/8', '::1/128'),
+    'link-local': ('169.254.0.0/16', 'fe80::/64'),
+    'multicast': ('224.0.0.0/4', 'ff00::/8'),
+}
+ADDRESS_KEYWORDS = tuple(ADDRESS_KEYWORD_PREFIXES)
 
 
 def syscalls_problem(name, sets):
@@ -242,7 +251,9 @@ def service_hardening(read_write_paths, protect_home='yes', syscall_deny=(), sys
     ]
     if ip_address_allow:
         # only these peers (clients, the router, the other nodes of an instance) and this host reach the service
-        pairs += [['IPAddressDeny', 'any'], ['IPAddressAllow', ' '.join(['localhost'] + list(ip_address_allow))]]
+        allowed = [prefix for entry in ['localhost'] + list(ip_address_allow)
+                   for prefix in ADDRESS_KEYWORD_PREFIXES.get(str(entry), (str(entry),))]
+        pairs += [['IPAddressDeny', 'any'], ['IPAddressAllow', ' '.join(dict.fromkeys(allowed))]]
     pairs.append(['DevicePolicy', 'closed'])
     # NVIDIA GPUs (and RDMA): systemd matches these groups against /proc/devices when the unit starts
     pairs += [['DeviceAllow', str(entry)] for entry in device_allow] or [['PrivateDevices', 'yes']]

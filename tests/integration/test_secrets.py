@@ -323,7 +323,10 @@ def test_no_credential_in_the_process_table_the_journal_or_the_runs_output(crede
 # --- The DeepGEMM precompile as sandboxed as the service: the same hardening (one list, for the unit and for
 # systemd-run), and a network of its own, so that its keyless server is no one's on the host.
 
+# An address allow-list, as Molecule's and most real inventories have: the precompile's systemd-run gets it too
+# (systemd 252's systemd-run refused the unit file's keyword localhost).
 PRECOMPILE_VARS = {"sglang_service_deepgemm_precompile": "always", "sglang_service_deepgemm_precompile_timeout": 120,
+                   "sglang_service_ip_address_allow": ["10.88.0.0/16", "link-local"],
                    "sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 3, "SGLANG_SIM_GRAPH_SECONDS": 0.5,
                                                   "SGLANG_SIM_WARMUP_SECONDS": 0.5,
                                                   "SGLANG_SIM_COMPILE_SAFETY_SECONDS": 4}}
