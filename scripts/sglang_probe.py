@@ -81,12 +81,20 @@ class Output:
 def starting(port, key, process, deadline):
     """Per route, the distinct answers in order until /v1/models and the warm-up answer 200."""
     sequences = {route: [] for route in ROUTES}
-    while time.monotonic() < deadline and process.poll() is None:
+
+    def sweep():
         answers = {route: ask(port, route, key if route == "/v1/models" else None)[0] for route in ROUTES}
         for route, status in answers.items():
             if not sequences[route] or sequences[route][-1] != status:
                 sequences[route].append(status)
+        return answers
+
+    while time.monotonic() < deadline and process.poll() is None:
+        answers = sweep()
         if answers["/v1/models"] == 200 and 200 in (answers["/ready"], answers["/health_generate"]):
+            # the routes are asked one after the other: a server that became ready during the sweep answered the
+            # first ones as not ready yet. One more sweep ends every sequence on its answer once ready.
+            sweep()
             return sequences, True
         time.sleep(0.2)
     return sequences, False
