@@ -1,9 +1,12 @@
 # -*- coding: utf-8 -*-
-"""Action plugin for sglang_preflight: the one place where the inventory's severity overrides apply.
+"""Action plugin for sglang_preflight: the one place where the inventory's severity overrides and the last tune
+report apply.
 
 Every command that evaluates the rules (deploy, preflight, status) calls the module; this plugin puts the
 inventory's ``k26_preflight_severity_overrides`` on top of the task's own ``severity_overrides`` (a play's defaults,
-such as deploy's), so a rule the operator lowered or raised reads the same in every command.
+such as deploy's), so a rule the operator lowered or raised reads the same in every command. It also hands the
+module ``k26_preflight_tune_report`` (the last ``k26deploy tune`` report, which the CLI passes) on the hosts that
+report measured.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from ansible.plugins.action import ActionBase
 
 #: the inventory variable of rule id -> severity (documented in playbooks/vars/play_variables.yml)
 OVERRIDES_VARIABLE = 'k26_preflight_severity_overrides'
+#: the variable of the last tune report (documented in playbooks/vars/play_variables.yml)
+TUNE_REPORT_VARIABLE = 'k26_preflight_tune_report'
 
 
 def combined_overrides(task_overrides, inventory_overrides):
@@ -24,6 +29,15 @@ def combined_overrides(task_overrides, inventory_overrides):
     combined = dict(task_overrides or {})
     combined.update(inventory_overrides or {})
     return combined
+
+
+def tune_report_for(report, host):
+    """The report when it measured HOST (its ``hosts``), else None; a value that is not a mapping is refused."""
+    if report is None:
+        return None
+    if is_string(report) or not hasattr(report, 'get'):
+        raise AnsibleActionFail('%s must be a k26deploy tune report (a mapping), got %r' % (TUNE_REPORT_VARIABLE, report))
+    return dict(report) if host in (report.get('hosts') or []) else None
 
 
 class ActionModule(ActionBase):
@@ -39,5 +53,11 @@ class ActionModule(ActionBase):
             inventory = self._templar.template(inventory)
         args = dict(self._task.args)
         args['severity_overrides'] = combined_overrides(args.get('severity_overrides'), inventory)
+        if args.get('tune_report') is None:
+            report = task_vars.get(TUNE_REPORT_VARIABLE)
+            report = tune_report_for(self._templar.template(report) if report is not None else None,
+                                     task_vars.get('inventory_hostname'))
+            if report is not None:
+                args['tune_report'] = report
         result.update(self._execute_module(module_args=args, task_vars=task_vars))
         return result

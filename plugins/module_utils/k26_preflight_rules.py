@@ -15,7 +15,8 @@ The context is a plain dict built by :func:`build_context`:
 - ``cache``: {"path", "free_bytes", "min_free_bytes"} or None;
 - ``min_driver_version``: e.g. "580.65.06";
 - ``mla``: True when the model uses multi-head latent attention (Kimi K2.x does);
-- ``layout``: the sglang_service role's layout (sglang_layout.choose: sizes, source, reason) or None.
+- ``layout``: the sglang_service role's layout (sglang_layout.choose: sizes, source, reason) or None;
+- ``tune``: the last ``k26deploy tune`` report for this host (src/k26deploy/tune.py) or None.
 
 Sources: NVIDIA's CUDA 13.0 installation guide and release notes, and the sglang 0.5.23 sources
 named next to each table (read from the installed package).
@@ -28,7 +29,12 @@ import json
 import re
 from collections import namedtuple
 
-from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout, sglang_perf_facts
+from ansible_collections.k26.deploy.plugins.module_utils import (
+    sglang_deepgemm,
+    sglang_layout,
+    sglang_perf_facts,
+    sglang_tune_evidence,
+)
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,
@@ -805,12 +811,22 @@ def check_layout_topology(ctx):
     return found(*verdict) if verdict else None
 
 
+def check_tuned(ctx):
+    """What k26deploy tune measured for this configuration against its winner (sglang_tune_evidence)."""
+    said = sglang_tune_evidence.verdict(ctx.get("tune"), ctx["options"])
+    if said is None:
+        return None
+    slower, message, fix, evidence = said
+    return found(message, fix, evidence, None if slower else INFO)
+
+
 RULES = (
     Rule("K26-CUDA-GRAPH-OFF", WARNING, "CUDA graphs disabled (explicitly or implicitly)", check_cuda_graph_off),
     Rule("K26-CUDA-GRAPH-PARTIAL", WARNING, "CUDA graphs off for part of the decode batches", check_cuda_graph_partial),
     Rule("K26-PP-ASYNC-DEPTH", INFO, "what pp-async-batch-depth does with pipeline parallelism",
          check_pp_async_depth),
     Rule("K26-LAYOUT", INFO, "tensor and pipeline parallel sizes, and why", check_layout),
+    Rule("K26-TUNED", WARNING, "this configuration measured slower than another by k26deploy tune", check_tuned),
     Rule("K26-LAYOUT-TOPOLOGY", WARNING, "tp-size or pp-size fights the GPUs' interconnect", check_layout_topology),
     Rule("K26-NNODES-DIVISOR", ERROR, "(tp-size x pp-size) not divisible by nnodes", check_nnodes_divisor),
     Rule("K26-NO-GPU", ERROR, "no usable GPU on a GPU host", check_no_gpu),
@@ -841,12 +857,14 @@ RULE_IDS = tuple(rule.id for rule in RULES)
 
 
 def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=None, cache=None,
-                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True, python=None, layout=None):
+                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True, python=None, layout=None, tune=None):
     """``python``: {"interpreter", "version" (None: not found), "minimum", "requires", "requires_source",
     "variable", "installable", "package", "hint"} or None (not checked). ``layout``: the sglang_service role's
-    sglang_service_layout (sglang_layout.choose) or None (the sizes count as set by hand)."""
+    sglang_service_layout (sglang_layout.choose) or None (the sizes count as set by hand). ``tune``: the last tune
+    report for this host or None."""
     return {
         "layout": layout,
+        "tune": tune,
         "options": option_keys(options),
         "gpu": gpu,
         "simulator": bool(simulator),

@@ -79,6 +79,12 @@ options:
       - Sizes whose C(source) is V(inventory), or any sizes without O(layout), are checked against the GPUs'
         interconnect (C(K26-LAYOUT-TOPOLOGY)).
     type: dict
+  tune_report:
+    description:
+      - The last C(k26deploy tune) report for this host (its JSON file's content; the CLI passes the newest one of
+        the inventory as C(k26_preflight_tune_report)). The row whose variables the options match is compared with
+        the winner (C(K26-TUNED)), a warning when it was measured 10% or more slower.
+    type: dict
   severity_overrides:
     description:
       - Rule id to V(error), V(warning), V(info) or V(off), for example V(K26-CUDA-GRAPH-OFF=error), or
@@ -420,6 +426,7 @@ def main():
             mla=dict(type="bool", default=True),
             gpu_facts=dict(type="dict"),
             layout=dict(type="dict"),
+            tune_report=dict(type="dict"),
             severity_overrides=dict(type="dict", default={}),
             strict=dict(type="bool", default=False),
             args_check=dict(type="dict"),
@@ -464,7 +471,7 @@ def main():
     ctx = build_context(params["options"], gpu=gpu, simulator=params["simulator"],
                         expected_gpus=params["expected_gpus"], model=model, cache=cache,
                         min_driver_version=params["min_driver_version"], mla=params["mla"], python=python,
-                        layout=params["layout"])
+                        layout=params["layout"], tune=params["tune_report"])
     findings = evaluate(ctx, severity_overrides=overrides)
     findings += args_check_findings(params["args_check"] or {})
     if params["variables"] is not None:

@@ -169,12 +169,33 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(extra var k26_serial; default 1)")
         if name == "bench":
             add_bench_arguments(command)
+        if name in TUNE_REPORT_COMMANDS:
+            command.add_argument("--tune-dir", metavar="DIR", default=str(DEFAULT_TUNE_DIR),
+                                 help="where k26deploy tune wrote its reports: the newest one of this inventory is "
+                                      "compared with the configuration (finding K26-TUNED; extra var "
+                                      f"{TUNE_REPORT_VARIABLE}; default {DEFAULT_TUNE_DIR_SHOWN})")
         if name in ("deploy", "preflight"):
             command.add_argument("--strict", action="store_true",
                                  help="every preflight warning is an error: stop before anything changes "
                                       "(extra var k26_preflight_strict)")
     add_tune_command(sub, common)
     return parser
+
+
+#: where tune writes its reports, and where preflight, deploy and status look for the newest one of their inventory
+DEFAULT_TUNE_DIR = Path.home() / ".local/share/k26deploy/tune"
+DEFAULT_TUNE_DIR_SHOWN = "~/.local/share/k26deploy/tune"
+TUNE_REPORT_COMMANDS = ("deploy", "preflight", "status")
+TUNE_REPORT_VARIABLE = "k26_preflight_tune_report"
+
+
+def inventory_identity(inventories: Sequence[str]) -> str | None:
+    """The inventories as one string that names them from any working directory (paths resolved); None when
+    ansible.cfg's inventory is used."""
+    if not inventories:
+        return None
+    return ",".join(str(Path(item).expanduser().resolve()) if Path(item).expanduser().exists() else item
+                    for item in inventories)
 
 
 TUNE_HELP = ("deploy each candidate layout (or configuration) in turn, benchmark it, and keep the one that wins "
@@ -195,8 +216,8 @@ def add_tune_command(sub: Any, common: argparse.ArgumentParser) -> None:
                               "TTFT p99 stays within --slo-ttft-ms")
     command.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="the TTFT p99 SLO of --objective throughput")
     command.add_argument("--levels", metavar="C,C,...", default="1,8", help="concurrency levels of each sweep (1,8)")
-    command.add_argument("--results-dir", metavar="DIR", default=str(Path.home() / ".local/share/k26deploy/tune"),
-                         help="where the comparison goes (default ~/.local/share/k26deploy/tune)")
+    command.add_argument("--results-dir", metavar="DIR", default=str(DEFAULT_TUNE_DIR),
+                         help=f"where the comparison goes (default {DEFAULT_TUNE_DIR_SHOWN})")
 
 
 def add_bench_arguments(command: argparse.ArgumentParser) -> None:
@@ -425,7 +446,8 @@ def tune_command(args: argparse.Namespace, extra_vars: dict[str, Any]) -> int:
 
     report = tune_module.tune(candidates, lambda **kw: run("deploy", **kw), lambda **kw: run("bench", **kw),
                               base_vars=extra_vars, objective=args.objective, slo_ttft_ms=args.slo_ttft_ms,
-                              levels=levels, results_dir=Path(args.results_dir).expanduser(), on_row=on_row)
+                              levels=levels, results_dir=Path(args.results_dir).expanduser(), on_row=on_row,
+                              inventory=inventory_identity(args.inventory))
     if args.json:
         sys.stdout.write(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
     else:
@@ -466,6 +488,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _early_failure(args, str(exc), EXIT_BAD_INPUT)
     if args.command == "tune":
         return tune_command(args, extra_vars)
+    if args.command in TUNE_REPORT_COMMANDS and TUNE_REPORT_VARIABLE not in extra_vars:
+        report = tune_module.latest_report(Path(args.tune_dir).expanduser(), inventory_identity(args.inventory))
+        if report is not None:
+            extra_vars[TUNE_REPORT_VARIABLE] = report
 
     view = None if args.quiet else LiveView(sys.stderr, raw=args.verbose > 0)
     cancel_event = threading.Event()

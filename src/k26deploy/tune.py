@@ -208,8 +208,11 @@ def run_candidate(candidate: Candidate, base: Mapping[str, Any], deploy: Callabl
 def tune(candidates: Sequence[Candidate], deploy: Callable[..., Any], bench: Callable[..., Any],
          base_vars: Mapping[str, Any] | None = None, objective: str = OBJECTIVE_C1,
          slo_ttft_ms: float | None = None, levels: Sequence[int] = (1, 8),
-         results_dir: Path | None = None, on_row: Callable[[Row], None] | None = None) -> dict[str, Any]:
-    """Deploy and sweep each candidate, keep the winner in service; the comparison (and its files) as a dict."""
+         results_dir: Path | None = None, on_row: Callable[[Row], None] | None = None,
+         inventory: str | None = None) -> dict[str, Any]:
+    """Deploy and sweep each candidate, keep the winner in service; the comparison (and its files) as a dict.
+    ``inventory`` (its resolved path) and the hosts the winner was kept on are recorded: preflight and status of
+    the same inventory compare those hosts' configuration with the rows (:func:`latest_report`)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective is one of {OBJECTIVES}, not {objective!r}")
     base = dict(base_vars or {}, sglang_benchmark_levels=list(levels))
@@ -223,7 +226,31 @@ def tune(candidates: Sequence[Candidate], deploy: Callable[..., Any], bench: Cal
     report = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "objective": objective,
               "slo_ttft_ms": slo_ttft_ms, "levels": list(levels), "rows": [asdict(row) for row in rows],
               "winner": best.name if best else None, "why": why(rows, best, objective),
-              "kept_exit": kept.exit_code, "kept_serving": kept.exit_code == 0}
+              "kept_exit": kept.exit_code, "kept_serving": kept.exit_code == 0,
+              "inventory": inventory, "hosts": sorted(kept.hosts)}
     if results_dir is not None:
         report["files"] = write_report(report, Path(results_dir))
     return report
+
+
+#: what preflight needs of a report (k26.deploy's sglang_tune_evidence): the operator's candidates and the figures,
+#: never a host's error text, which would pass through Ansible's templating as an extra variable
+PREFLIGHT_ROW_FIELDS = ("name", "extra_vars", "ok", "score", "score_level")
+
+
+def latest_report(directory: Path, inventory: str | None) -> dict[str, Any] | None:
+    """The newest tune report in ``directory`` made with ``inventory``, in the form preflight reads, or None."""
+    found = []
+    for path in Path(directory).glob("tune-*.json"):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(report, dict) and report.get("inventory") == inventory and report.get("rows"):
+            found.append((str(report.get("time", "")), path, report))
+    if not found:
+        return None
+    dummy, path, report = max(found, key=lambda item: item[:2])
+    return {"time": report.get("time"), "objective": report.get("objective"), "winner": report.get("winner"),
+            "hosts": list(report.get("hosts") or []), "file": str(path),
+            "rows": [{key: row.get(key) for key in PREFLIGHT_ROW_FIELDS} for row in report["rows"]]}

@@ -1,6 +1,7 @@
 """k26deploy tune end to end on the demo's simulator in a container with real systemd and real AIPerf: each
 candidate deployed and swept in turn, a candidate that cannot start a row with its error (the host rolled back and
-serving), the winner by the measured figures left in service, the comparison written as JSON, Markdown and PNG.
+serving), the winner by the measured figures left in service, the comparison written as JSON, Markdown and PNG, and
+preflight of the same inventory then saying what the report measured for the configuration it is given.
 Which layout wins is the simulator's performance model's to say (bench/benchmark_model.py prints its figures):
 here the choice is held to the figures this run measured, never to a number."""
 
@@ -63,3 +64,16 @@ def test_tune_keeps_the_candidate_that_measured_best_and_a_failed_one_is_a_row(t
         for kind in ("json", "markdown", "png"):
             assert os.path.getsize(report["files"][kind]) > 0
         assert "(kept)" in open(report["files"]["markdown"]).read()
+
+        loser = min(measured, key=measured.get)
+        sizes = CANDIDATES[0 if loser == "tp1pp8" else 2]["extra_vars"]
+        proc = subprocess.run([str(VENV_BIN / "k26deploy"), "preflight", "-i", inventory, "-e", json.dumps(sizes),
+                               "--tune-dir", str(tmp_path / "tune"), "--json", "-q"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=600, check=False)
+        findings = json.loads(proc.stdout)["hosts"][box.name]["findings"]
+        (tuned,) = [f for f in findings if f["id"] == "K26-TUNED"]
+        ratio = measured[best] / measured[loser]
+        assert tuned["severity"] == ("warning" if ratio >= 1.1 else "info"), (ratio, tuned)
+        assert "this configuration (%s) at %.1f tok/s" % (loser, measured[loser]) in tuned["message"], tuned
+        assert "slower than %s (%.1f)" % (best, measured[best]) in tuned["message"], tuned
+        assert tuned["evidence"]["tune.report"] == report["files"]["json"]

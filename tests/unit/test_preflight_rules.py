@@ -81,6 +81,13 @@ def ctx(options=None, drop=(), **kwargs):
     return r.build_context(opts, **base)
 
 
+# a k26deploy tune report as the CLI hands it on (k26deploy.tune.latest_report)
+TUNED_TP8 = {"time": "2026-12-05T01:00:00Z", "objective": "c1", "winner": "tp8pp1", "hosts": ["gpu-1"], "file": "r.json",
+             "rows": [{"name": name, "extra_vars": {"sglang_service_tp_size": tp, "sglang_service_pp_size": pp},
+                       "ok": True, "score": score, "score_level": 1}
+                      for name, tp, pp, score in (("tp8pp1", 8, 1, 73.7), ("tp1pp8", 1, 8, 35.6))]}
+
+
 # (rule id, case name, context, expected severity or None, substring of the message)
 CASES = [
     ("K26-CUDA-GRAPH-OFF", "SGLang on the CPU", ctx({"device": "cpu", "attention-backend": "torch_native"}, gpu=NO_GPU),
@@ -133,6 +140,9 @@ CASES = [
     ("K26-LAYOUT", "no layout handed in", ctx(), None, None),
     ("K26-LAYOUT", "chosen from the interconnect", ctx(layout=sglang_layout.choose(t.PCIE8, 8)), "info",
      "tp-size 8, pp-size 1: the 8 GPUs share PCIe only"),
+    ("K26-TUNED", "no tune report", ctx(PP8), None, None),
+    ("K26-TUNED", "PP8 measured slower than TP8 here", ctx(PP8, tune=TUNED_TP8), "warning",
+     "measured this configuration (tp1pp8) at 35.6 tok/s of one request alone, 2.07x slower than tp8pp1 (73.7)"),
     ("K26-LAYOUT-TOPOLOGY", "TP8 on PCIe", ctx(gpu=dict(RTX8, topology=t.PCIE8)), None, None),
     ("K26-LAYOUT-TOPOLOGY", "PP8 on PCIe, set by hand", ctx(PP8, gpu=dict(RTX8, topology=t.PCIE8)),
      "warning", "against the seed's PP8 35.6"),

@@ -96,3 +96,48 @@ def test_the_cli_refuses_bad_flags_before_anything_runs(capsys):
     assert "no layout" in capsys.readouterr().err
     assert cli.main(["tune", "-i", "nowhere,", "--layouts", "tp8pp1", "--levels", "8,16", "-q"]) == 2
     assert "needs level 1" in capsys.readouterr().err
+
+
+def test_the_report_names_its_inventory_and_hosts_and_the_newest_one_of_an_inventory_is_what_preflight_reads(
+        tmp_path):
+    deploy, bench = fake_runs([])
+    candidates = [tune.Candidate(name, {"name": name}) for name in ("tp1pp8", "broken", "tp8pp1")]
+    report = tune.tune(candidates, deploy, bench, levels=[1, 8], results_dir=tmp_path, inventory="/srv/inv.yml")
+    assert report["inventory"] == "/srv/inv.yml" and report["hosts"] == ["gpu-1"]
+    other = dict(report, inventory="/srv/other.yml", time="2099-01-01T00:00:00Z")
+    (tmp_path / "tune-2099-01-01T000000Z.json").write_text(json.dumps(other))
+    (tmp_path / "tune-broken.json").write_text("{not json")
+    older = dict(report, time="2000-01-01T00:00:00Z", winner="tp1pp8")
+    (tmp_path / "tune-2000-01-01T000000Z.json").write_text(json.dumps(older))
+
+    seen = tune.latest_report(tmp_path, "/srv/inv.yml")
+    assert seen["time"] == report["time"] and seen["winner"] == "tp8pp1" and seen["hosts"] == ["gpu-1"]
+    assert seen["file"] == report["files"]["json"]
+    # the operator's candidates and the figures only: a host's error text never becomes an extra variable
+    assert [sorted(row) for row in seen["rows"]] == [sorted(tune.PREFLIGHT_ROW_FIELDS)] * 3
+    assert "OutOfMemoryError" not in json.dumps(seen)
+    assert tune.latest_report(tmp_path, "/srv/none.yml") is None
+    assert tune.latest_report(tmp_path / "absent", "/srv/inv.yml") is None
+
+
+def test_preflight_deploy_and_status_pass_the_inventory_s_newest_report_on(tmp_path, monkeypatch):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all: {}\n")
+    deploy, bench = fake_runs([])
+    tune.tune([tune.Candidate("tp8pp1", {"name": "tp8pp1"})], deploy, bench, levels=[1, 8], results_dir=tmp_path,
+              inventory=cli.inventory_identity([str(inventory)]))
+    passed = {}
+
+    class Recorded:
+        def __init__(self, command, extra_vars=None, **options):
+            passed[command] = extra_vars
+
+        def execute(self):
+            return SimpleNamespace(exit_code=0, to_json=lambda: "{}", hosts={}, cancelled=False)
+
+    monkeypatch.setattr(cli, "PlaybookRun", Recorded)
+    for command in cli.TUNE_REPORT_COMMANDS:
+        cli.main([command, "-i", str(inventory), "--tune-dir", str(tmp_path), "--json", "-q"])
+        assert passed[command][cli.TUNE_REPORT_VARIABLE]["winner"] == "tp8pp1", command
+    cli.main(["preflight", "-i", str(tmp_path / "elsewhere.yml"), "--tune-dir", str(tmp_path), "--json", "-q"])
+    assert cli.TUNE_REPORT_VARIABLE not in passed["preflight"]
