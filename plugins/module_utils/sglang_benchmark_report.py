@@ -15,8 +15,10 @@ Config-only causes come from the preflight rules (one home); this file adds what
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import os
 import re
 
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
@@ -53,6 +55,35 @@ def pick_baseline(host, previous):
     eligible = [sweep for sweep in previous if sweep.get("host") == host
                 and (sweep.get("gate") or {}).get("passed") is not False]
     return max(eligible, key=lambda sweep: sweep.get("time") or "", default=None)
+
+
+def read_sweeps(results_dir):
+    """Every sweep result (JSON) in ``results_dir``, each with the ``file`` it came from; unreadable files skipped."""
+    sweeps = []
+    for path in glob.glob(os.path.join(results_dir, "*.json")):
+        try:
+            with open(path) as handle:
+                sweep = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if isinstance(sweep, dict):
+            sweep["file"] = path
+            sweeps.append(sweep)
+    return sweeps
+
+
+def monitoring_baseline(host, sweeps):
+    """What Prometheus holds a server's throughput to: the baseline sweep of HOST (pick_baseline) at its highest
+    concurrency that served without errors - {time, file, config_hash, concurrency, output_tokens_per_second} - or
+    None."""
+    baseline = pick_baseline(host, sweeps)
+    served = [level for level in (baseline or {}).get("levels") or []
+              if not level.get("errors") and level.get(GATED) and level.get("concurrency")]
+    if not served:
+        return None
+    top = max(served, key=lambda level: level["concurrency"])
+    return {"time": baseline.get("time"), "file": baseline.get("file"), "config_hash": baseline.get("config_hash"),
+            "concurrency": int(top["concurrency"]), GATED: float(top[GATED])}
 
 
 def baseline_reference(baseline):

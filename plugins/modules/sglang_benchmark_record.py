@@ -114,7 +114,6 @@ config_hash:
   type: str
 """
 
-import glob
 import json
 import os
 import time
@@ -122,20 +121,6 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_report as report
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import without_secrets
-
-
-def previous_sweeps(results_dir):
-    sweeps = []
-    for path in glob.glob(os.path.join(results_dir, "*.json")):
-        try:
-            with open(path) as handle:
-                sweep = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        if isinstance(sweep, dict):
-            sweep["file"] = path
-            sweeps.append(sweep)
-    return sweeps
 
 
 def gate_verdict(gate, baseline, changes):
@@ -226,7 +211,7 @@ def main():
         "topology": params["topology"],
         "gpu_memories_mib": params["gpu_memories_mib"],
     }
-    sweep["baseline"] = report.pick_baseline(params["host"], previous_sweeps(params["results_dir"]))
+    sweep["baseline"] = report.pick_baseline(params["host"], report.read_sweeps(params["results_dir"]))
     sweep["changes"] = report.changes(sweep["levels"], (sweep["baseline"] or {}).get("levels"))
     sweep["diagnosis"] = report.diagnosis(sweep)
     sweep["gate"] = gate_verdict(params["gate"], sweep["baseline"], sweep["changes"])

@@ -3,7 +3,7 @@
 #   changelog   the fragments and changelogs/changelog.yaml lint, and CHANGELOG.md is what antsibull-changelog
 #               generates from them (the released versions; changelogs/fragments/ holds what is not released yet)
 #   docs        antsibull-docs lint-collection-docs --plugin-docs: every module, filter and role entry point
-#               documented, and ansible-doc renders each module and role entry point
+#               documented, and ansible-doc renders each module, lookup and role entry point
 #   ee          execution-environment.yml renders with ansible-builder (scripts/ee.sh; the image is not built)
 set -euo pipefail
 
@@ -33,16 +33,19 @@ dump = json.loads(subprocess.run(["ansible-doc", "--metadata-dump", "k26.deploy"
                                  capture_output=True, text=True).stdout)["all"]
 modules = {"k26.deploy." + p.stem for p in pathlib.Path("plugins/modules").glob("*.py")}
 documented = {name for name, doc in dump["module"].items() if doc.get("doc")}
+lookups = {"k26.deploy." + p.stem for p in pathlib.Path("plugins/lookup").glob("*.py")}
+documented_lookups = {name for name, doc in dump.get("lookup", {}).items() if doc.get("doc")}
 roles = {"k26.deploy." + path.parts[1] for path in pathlib.Path("roles").glob("*/meta/argument_specs.yml")}
-missing = sorted(modules - documented) + sorted(roles - set(dump["role"]))
+missing = sorted(modules - documented) + sorted(lookups - documented_lookups) + sorted(roles - set(dump["role"]))
 for role, doc in dump["role"].items():
     for entry, spec in doc.get("entry_points", {}).items():
         if not spec.get("short_description"):
             missing.append("%s entry point %s (no short_description)" % (role, entry))
 if missing:
     sys.exit("ansible-doc renders no documentation for: " + ", ".join(missing))
-print("ansible-doc: %d modules, %d role entry points" % (
-    len(documented & modules), sum(len(d.get("entry_points", {})) for d in dump["role"].values())))
+print("ansible-doc: %d modules, %d lookups, %d role entry points" % (
+    len(documented & modules), len(documented_lookups & lookups),
+    sum(len(d.get("entry_points", {})) for d in dump["role"].values())))
 PY
 
 echo "== execution environment"
