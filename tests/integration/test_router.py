@@ -8,6 +8,7 @@ fails on the first replica, is rolled back there and rejoins, and never reaches 
 invocation."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -75,6 +76,14 @@ def test_requests_through_the_router_reach_every_replica(fleet):
     assert chat(router, "not-the-key", "hello")[0] == 401
     readiness = json.loads(router.exec("curl -s %s/readiness" % ROUTER_URL).stdout)
     assert readiness["status"] == "ready" and readiness["healthy_workers"] == 2
+    # smg's own metrics are on by default, on loopback only (sglang_router_prometheus_host): they count the requests
+    # above, and a replica on the same network does not reach them
+    port = ROUTER_DEFAULTS["sglang_router_prometheus_port"]
+    metrics = router.exec("curl -s http://127.0.0.1:%d/metrics" % port).stdout
+    assert re.search(r"^smg_http_requests_total(\{[^}]*\})? [1-9]", metrics, re.MULTILINE), metrics[-3000:]
+    reached = first.exec("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 http://%s:%d/metrics || true"
+                         % (router.name, port)).stdout.strip()
+    assert reached == "000", reached
 
 
 def test_status_reports_the_fleet(fleet):
