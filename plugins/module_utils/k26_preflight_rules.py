@@ -38,6 +38,7 @@ from ansible_collections.k26.deploy.plugins.module_utils import (
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import version_tuple
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,
+    as_bool,
     is_loopback_host,
     option_keys,
 )
@@ -98,16 +99,6 @@ NOTHING_TO_DO = "nothing to do"
 
 
 # ---------------------------------------------------------------- helpers
-
-def as_bool(value):
-    if isinstance(value, bool):
-        return value
-    if value is None:
-        return False
-    if isinstance(value, (int, float)):
-        return value != 0
-    return str(value).strip().lower() in ("1", "true", "yes", "on", "y")
-
 
 def as_int(value, default):
     if value is None or isinstance(value, bool):

@@ -30,6 +30,17 @@ def option_keys(options):
     return {option_key(key): value for key, value in (options or {}).items()}
 
 
+def as_bool(value):
+    """A flag option's value as the collection reads it: true, "true", "yes", "on", 1, ... are on."""
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return False
+    if isinstance(value, (int, float)):
+        return value != 0
+    return str(value).strip().lower() in ("1", "true", "yes", "on", "y")
+
+
 # ---------------------------------------------------------------------------------------------------- secrets
 #: options whose values are secrets (dashed form); SGLang 0.5.23 logs them in clear in its start-up server_args
 SECRET_OPTION_KEYS = ("api-key", "admin-api-key", "ssl-keyfile-password")

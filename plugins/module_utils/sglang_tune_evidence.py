@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 """What ``k26deploy tune`` measured on this host, said of the configuration it is about to serve.
 
-A tune report (src/k26deploy/tune.py) holds a row per candidate: its variables, its score (output tok/s for the
-report's objective) or its error, and the winner. Preflight finds the row whose variables the host's effective
+A tune report (src/k26deploy/tune.py, in the form its ``latest_report`` hands on) holds a row per candidate: its
+variables and its score (output tok/s for the report's objective, whose words are the report's ``unit``), and the
+winner. Preflight finds the row whose variables the host's effective
 SGLang options match and compares its score with the winner's: a configuration measured slower than another one
 is the silent throughput loss this package exists to name, with the figures and the day they were measured.
 
@@ -11,7 +12,7 @@ Pure logic: the report and the effective options in, a verdict out (k26_prefligh
 
 from __future__ import annotations
 
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import option_key
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import as_bool, option_key
 
 #: the candidate variables that set an SGLang option directly (the layout), and the option each sets
 SIZE_VARIABLES = {"sglang_service_tp_size": "tp-size", "sglang_service_pp_size": "pp-size"}
@@ -19,13 +20,11 @@ SIZE_VARIABLES = {"sglang_service_tp_size": "tp-size", "sglang_service_pp_size":
 OPTIONS_VARIABLE = "sglang_service_options"
 #: a configuration measured at least this many times slower than the winner is worth a warning
 SLOWER_RATIO = 1.1
-OBJECTIVE_WORDS = {"c1": "tok/s of one request alone", "throughput": "tok/s within the TTFT SLO"}
 
 
 def _same(wanted, present):
     if isinstance(wanted, bool) or isinstance(present, bool):
-        return bool(wanted) == (str(present).lower() in ("true", "1", "yes") if isinstance(present, str)
-                                else bool(present))
+        return as_bool(wanted) == as_bool(present)
     return str(wanted) == str(present)
 
 
@@ -78,13 +77,12 @@ def verdict(report, options):
         return None
     rows = {row.get("name"): row for row in report["rows"]}
     best = rows.get(report.get("winner"))
-    worth = OBJECTIVE_WORDS.get(report.get("objective"), "tok/s")
+    worth = report.get("unit") or "tok/s"
     when = "k26deploy tune on %s" % report.get("time", "?")
     evidence = {"tune.report": report.get("file"), "tune.time": report.get("time"),
                 "tune.objective": report.get("objective"), "tune.winner": report.get("winner")}
     if best is None or not best.get("score"):
-        return (False, "%s found no candidate that served: %s" % (when, report.get("why") or "no winner"),
-                "nothing to do", evidence)
+        return False, "%s found no candidate that served" % when, "nothing to do", evidence
     here = measured_row(report, options)
     if here is None:
         return (False, "%s measured %s best (%.1f %s); this configuration is none of its candidates (%s)"
@@ -95,8 +93,8 @@ def verdict(report, options):
         return (False, "%s measured this configuration (%s) best: %.1f %s" % (when, best["name"], best["score"], worth),
                 "nothing to do", evidence)
     if not here.get("ok") or not here.get("score"):
-        return (True, "%s measured this configuration (%s) as failing: %s; %s served %.1f %s"
-                % (when, here["name"], here.get("error") or "no figure", best["name"], best["score"], worth),
+        return (True, "%s measured this configuration (%s) as failing; %s served %.1f %s"
+                % (when, here["name"], best["name"], best["score"], worth),
                 "set the winner's variables (%s)" % _variables(best), evidence)
     ratio = best["score"] / here["score"]
     slower = ratio >= SLOWER_RATIO

@@ -23,6 +23,8 @@ from typing import Any, Callable, Mapping, Sequence
 OBJECTIVE_C1 = "c1"                  # output tok/s of one request alone (interactive use)
 OBJECTIVE_THROUGHPUT = "throughput"  # output tok/s of the best level whose TTFT p99 stays within the SLO
 OBJECTIVES = (OBJECTIVE_C1, OBJECTIVE_THROUGHPUT)
+#: what a score is, per objective, in the report's sentences (and in preflight's K26-TUNED, through the report)
+UNITS = {OBJECTIVE_C1: "tok/s of one request alone", OBJECTIVE_THROUGHPUT: "tok/s within the TTFT SLO"}
 _LAYOUT = re.compile(r"^tp(\d+)pp(\d+)$")
 
 
@@ -104,7 +106,7 @@ def winner(rows: Sequence[Row]) -> Row | None:
 
 def why(rows: Sequence[Row], best: Row | None, objective: str) -> str:
     """One sentence: what won and by how much, or why nothing did."""
-    worth = "tok/s of one request alone" if objective == OBJECTIVE_C1 else "tok/s within the TTFT SLO"
+    worth = UNITS[objective]
     if best is None:
         failed = [row.name for row in rows if not row.ok]
         return (f"no candidate produced a figure ({', '.join(failed)} failed to serve or to benchmark); "
@@ -224,6 +226,7 @@ def tune(candidates: Sequence[Candidate], deploy: Callable[..., Any], bench: Cal
     best = winner(rows)
     kept = deploy(extra_vars=dict(base, **(best.extra_vars if best else {})))
     report = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "objective": objective,
+              "unit": UNITS[objective],
               "slo_ttft_ms": slo_ttft_ms, "levels": list(levels), "rows": [asdict(row) for row in rows],
               "winner": best.name if best else None, "why": why(rows, best, objective),
               "kept_exit": kept.exit_code, "kept_serving": kept.exit_code == 0,
@@ -251,6 +254,7 @@ def latest_report(directory: Path, inventory: str | None) -> dict[str, Any] | No
     if not found:
         return None
     dummy, path, report = max(found, key=lambda item: item[:2])
-    return {"time": report.get("time"), "objective": report.get("objective"), "winner": report.get("winner"),
+    return {"time": report.get("time"), "objective": report.get("objective"), "unit": report.get("unit"),
+            "winner": report.get("winner"),
             "hosts": list(report.get("hosts") or []), "file": str(path),
             "rows": [{key: row.get(key) for key in PREFLIGHT_ROW_FIELDS} for row in report["rows"]]}

@@ -82,7 +82,8 @@ def ctx(options=None, drop=(), **kwargs):
 
 
 # a k26deploy tune report as the CLI hands it on (k26deploy.tune.latest_report)
-TUNED_TP8 = {"time": "2026-12-05T01:00:00Z", "objective": "c1", "winner": "tp8pp1", "hosts": ["gpu-1"], "file": "r.json",
+TUNED_TP8 = {"time": "2026-12-05T01:00:00Z", "objective": "c1", "unit": "tok/s of one request alone", "winner": "tp8pp1",
+             "hosts": ["gpu-1"], "file": "r.json",
              "rows": [{"name": name, "extra_vars": {"sglang_service_tp_size": tp, "sglang_service_pp_size": pp},
                        "ok": True, "score": score, "score_level": 1}
                       for name, tp, pp, score in (("tp8pp1", 8, 1, 73.7), ("tp1pp8", 1, 8, 35.6))]}

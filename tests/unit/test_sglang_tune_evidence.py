@@ -10,7 +10,8 @@ from ansible_collections.k26.deploy.plugins.module_utils import sglang_tune_evid
 
 # the seed's machine class: tp8 measured against pp8 at one request (figures of sglang_perf_facts' measurements)
 REPORT = {
-    "time": "2026-12-05T01:00:00Z", "objective": "c1", "winner": "tp8pp1", "hosts": ["gpu-1"],
+    "time": "2026-12-05T01:00:00Z", "objective": "c1", "unit": "tok/s of one request alone", "winner": "tp8pp1",
+    "hosts": ["gpu-1"],
     "file": "/home/op/.local/share/k26deploy/tune/tune-2026-12-05T010000Z.json",
     "rows": [
         {"name": "tp1pp8", "extra_vars": {"sglang_service_tp_size": 1, "sglang_service_pp_size": 8}, "ok": True,

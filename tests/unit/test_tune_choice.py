@@ -112,7 +112,7 @@ def test_the_report_names_its_inventory_and_hosts_and_the_newest_one_of_an_inven
 
     seen = tune.latest_report(tmp_path, "/srv/inv.yml")
     assert seen["time"] == report["time"] and seen["winner"] == "tp8pp1" and seen["hosts"] == ["gpu-1"]
-    assert seen["file"] == report["files"]["json"]
+    assert seen["file"] == report["files"]["json"] and seen["unit"] == "tok/s of one request alone"
     # the operator's candidates and the figures only: a host's error text never becomes an extra variable
     assert [sorted(row) for row in seen["rows"]] == [sorted(tune.PREFLIGHT_ROW_FIELDS)] * 3
     assert "OutOfMemoryError" not in json.dumps(seen)
