@@ -462,12 +462,35 @@ def prove_tune(proof, args):
     markdown = (report.get("files") or {}).get("markdown")
     if markdown and Path(markdown).exists():
         print(Path(markdown).read_text(), flush=True)
+    if best:
+        prove_tuned_finding(proof, args, report, results, tune_vars)
+
+
+def prove_tuned_finding(proof, args, report, results, tune_vars):
+    """Preflight of the configuration that lost, with the tune report: K26-TUNED names the measured winner."""
+    rows = {row["name"]: row for row in report.get("rows") or []}
+    loser = next((name for name in rows if name != report.get("winner") and rows[name].get("score")), None)
+    if loser is None:
+        return
+    candidates = json.loads((results / "candidates.json").read_text())
+    loser_vars = next(c["extra_vars"] for c in candidates if c["name"] == loser)
+    proc = run([sys.executable, "-m", "k26deploy.cli", "preflight", "-i", str(INVENTORY),
+                "-e", json.dumps({**tune_vars, **loser_vars}), "--tune-dir", str(results), "--json", "-q"])
+    try:
+        findings = json.loads(proc.stdout)["hosts"][HOST]["findings"]
+    except (ValueError, KeyError):
+        findings = []
+    tuned = [f for f in findings if f["id"] == "K26-TUNED"]
+    message = tuned[0]["message"] if tuned else proc.stderr[-300:]
+    proof.check("preflight of the slower candidate names the measured winner (K26-TUNED)",
+                bool(tuned) and f"this configuration ({loser})" in message and report["winner"] in message,
+                f"{tuned[0]['severity']}: {message}" if tuned else f"exit {proc.returncode}: {message}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pp", type=int, default=0, help="pp-size (default: one stage per GPU)")
-    parser.add_argument("--bench-only", action="store_true", help="deploy, then only the benchmark (with --bench)")
+    parser.add_argument("--bench-only", action="store_true", help="deploy, then only the benchmark and tune (with --bench)")
     parser.add_argument("--bench", metavar="WHEELHOUSE",
                         help="also run k26deploy bench, installing AIPerf from this directory of wheels into the "
                              "interpreter's venv (results under $OUT, else /var/lib/k26-proof)")
@@ -478,6 +501,7 @@ def main():
     proof = Proof()
     if prove_deploy(proof, args) and args.bench_only:
         prove_benchmark(proof, args)
+        prove_tune(proof, args)
     elif proof.ok:
         prove_layout(proof, args)
         prove_gpu_access(proof, args)
