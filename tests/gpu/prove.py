@@ -20,6 +20,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "integration"), str(ROOT / "tests")]
 
@@ -35,6 +37,8 @@ STATE_DIR = Path("/var/lib/k26-proof")
 MEM_FRACTION = 0.88
 BAD_MEM_FRACTION = 0.99
 SHARD_BYTES = 256 << 20
+ROUTER_PORT = yaml.safe_load((ROOT / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())[
+    "sglang_router_port"]
 
 
 class Proof:
@@ -487,10 +491,50 @@ def prove_tuned_finding(proof, args, report, results, tune_vars):
                 f"{tuned[0]['severity']}: {message}" if tuned else f"exit {proc.returncode}: {message}")
 
 
+ROUTER_UNIT = "sglang-router.service"
+
+
+def host_ready(args):
+    return host_of(k26deploy.status(str(INVENTORY), deploy_vars(args))).ready
+
+
+def prove_router(proof, args):
+    """SGLang's router (smg) deployed on this host in front of the GPU service, from the wheels given, installed into
+    this interpreter's venv (a host that has the venv needs no package manager): it serves a completion, and its unit
+    is as sandboxed as the service's."""
+    inventory = yaml.safe_load(INVENTORY.read_text())
+    inventory["sglang_routers"] = {"hosts": {HOST: None}}
+    path = STATE_DIR / "inventory-router.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    router_vars = deploy_vars(args, sglang_router_venv_dir=sys.prefix, sglang_router_wheelhouse=args.router,
+                              sglang_router_worker_address="127.0.0.1", sglang_router_host="127.0.0.1",
+                              sglang_router_policy="round_robin", sglang_router_ready_timeout=120)
+    started = time.monotonic()
+    result = k26deploy.deploy(str(path), router_vars)
+    host = host_of(result)
+    workers = [(w.get("url"), w.get("is_healthy")) for w in host.summary.get("workers") or []] if host.summary else []
+    proof.check("the router (smg) deploys in front of the GPU service and routes to it",
+                result.exit_code == 0 and host.ready and workers and all(healthy for dummy, healthy in workers),
+                f"{describe(result)}, {time.monotonic() - started:.0f} s, workers {workers}")
+    if not host.ready:
+        print(host.msg, host.journal_excerpt, sep="\n", flush=True)
+        return
+    with Load("http://127.0.0.1:%d" % ROUTER_PORT, args.api_key, "kimi-k2.6", threads=2, max_tokens=16) as load:
+        time.sleep(3)
+    proof.check("completions through the router", load.requests and not load.errors,
+                f"{load.requests} requests, {load.tokens} tokens, {len(load.errors)} errors {load.errors[:1]}")
+    score, out = exposure_of(ROUTER_UNIT)
+    proof.check(f"the router unit's exposure is {EXPOSURE_AIM} or lower", score is not None and score <= EXPOSURE_AIM,
+                f"systemd-analyze security {ROUTER_UNIT}: {score if score is not None else out[-300:]}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pp", type=int, default=0, help="pp-size (default: one stage per GPU)")
     parser.add_argument("--bench-only", action="store_true", help="deploy, then only the benchmark and tune (with --bench)")
+    parser.add_argument("--router", metavar="WHEELHOUSE",
+                        help="also deploy SGLang's router (smg) on this host in front of the service, installing smg "
+                             "from this directory of wheels into the interpreter's venv")
     parser.add_argument("--bench", metavar="WHEELHOUSE",
                         help="also run k26deploy bench, installing AIPerf from this directory of wheels into the "
                              "interpreter's venv (results under $OUT, else /var/lib/k26-proof)")
@@ -499,10 +543,12 @@ def main():
     prepare(args)
     print(f"[proof] {args.gpus} GPU(s), pp-size {args.pp or 'auto'}, interpreter {sys.executable}", flush=True)
     proof = Proof()
-    if prove_deploy(proof, args) and args.bench_only:
+    if not prove_deploy(proof, args):
+        pass
+    elif args.bench_only:
         prove_benchmark(proof, args)
         prove_tune(proof, args)
-    elif proof.ok:
+    else:
         prove_layout(proof, args)
         prove_gpu_access(proof, args)
         prove_exposure(proof)
@@ -515,6 +561,8 @@ def main():
         if args.bench:
             prove_benchmark(proof, args)
             prove_tune(proof, args)
+    if args.router and host_ready(args):
+        prove_router(proof, args)
     print(proof.summary(), flush=True)
     return 0 if proof.ok else 1
 
