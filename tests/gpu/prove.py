@@ -531,7 +531,8 @@ def prove_router(proof, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pp", type=int, default=0, help="pp-size (default: one stage per GPU)")
-    parser.add_argument("--bench-only", action="store_true", help="deploy, then only the benchmark and tune (with --bench)")
+    parser.add_argument("--extras-only", action="store_true",
+                        help="deploy, then only what --bench and --router add (a second run on the same host)")
     parser.add_argument("--router", metavar="WHEELHOUSE",
                         help="also deploy SGLang's router (smg) on this host in front of the service, installing smg "
                              "from this directory of wheels into the interpreter's venv")
@@ -543,12 +544,7 @@ def main():
     prepare(args)
     print(f"[proof] {args.gpus} GPU(s), pp-size {args.pp or 'auto'}, interpreter {sys.executable}", flush=True)
     proof = Proof()
-    if not prove_deploy(proof, args):
-        pass
-    elif args.bench_only:
-        prove_benchmark(proof, args)
-        prove_tune(proof, args)
-    else:
+    if prove_deploy(proof, args) and not args.extras_only:
         prove_layout(proof, args)
         prove_gpu_access(proof, args)
         prove_exposure(proof)
@@ -558,9 +554,9 @@ def main():
         prove_precompile(proof, args)
         prove_oom_rollback(proof, args)
         prove_manual_rollback(proof, args)
-        if args.bench:
-            prove_benchmark(proof, args)
-            prove_tune(proof, args)
+    if args.bench and proof.ok:
+        prove_benchmark(proof, args)
+        prove_tune(proof, args)
     if args.router and host_ready(args):
         prove_router(proof, args)
     print(proof.summary(), flush=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU proof, on a GPU host, as root:  tests/gpu/prove.sh [--pp N] [--bench AIPERF_WHEELHOUSE [--bench-only]] [--router SMG_WHEELHOUSE]
+# The GPU proof, on a GPU host, as root:  tests/gpu/prove.sh [--pp N] [--bench AIPERF_WHEELHOUSE] [--router SMG_WHEELHOUSE] [--extras-only]
 # (K26_GPU_SCRIPT=bench/restart_time.py tests/gpu/prove.sh: the restart benchmark, with the same set-up)
 # Needs the bundle that tests/gpu/fetch.sh made on a machine with registry access (.gpu/, or K26_GPU_BUNDLE):
 # ansible-core and ansible-runner wheels for this host's python3 (the interpreter that holds PyTorch), and the
