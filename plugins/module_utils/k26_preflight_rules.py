@@ -954,10 +954,11 @@ def count(findings, severity):
 
 
 def format_finding(item):
-    """One line: SEVERITY ID: message Fix: fix."""
-    fix = (item.get("fix") or "").rstrip(".")
+    """One line: SEVERITY ID: message Fix: fix. The one way a finding is printed: the modules' lines and the
+    k26deploy command's summary (a finding read back from a result may lack a key: "?" for its severity)."""
+    fix = str(item.get("fix") or "").rstrip(".")
     shown = "" if not fix or fix == NOTHING_TO_DO else " Fix: %s%s" % (fix, "" if fix.endswith("?") else ".")
-    return "%-7s %s: %s%s" % (item["severity"].upper(), item["id"], item["message"], shown)
+    return "%-7s %s: %s%s" % (str(item.get("severity", "?")).upper(), item.get("id"), item.get("message"), shown)
 
 
 # ---------------------------------------------------------------- findings across the nodes of an instance

@@ -44,7 +44,8 @@ import yaml
 from .progress import LiveView, format_elapsed, format_host_state
 from . import tune as tune_module
 from .results import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_CODES, EXIT_FAILED, EXIT_OK, RunResult
-from .runner import PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun, yaml_error_text
+from .runner import (PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun, collection_module_utils,
+                     yaml_error_text)
 
 COMMAND_HELP = {
     "deploy": "deploy Kimi K2.6 on SGLang (deploy_k26.yml) and wait until it is ready",
@@ -276,10 +277,8 @@ def _yesno(value: Any) -> str:
 
 
 def format_finding(finding: dict[str, Any]) -> str:
-    """SEVERITY ID: message Fix: fix."""
-    fix = str(finding.get("fix") or "").rstrip(".")
-    shown_fix = f" Fix: {fix}{'' if fix.endswith('?') else '.'}" if fix and fix != "nothing to do" else ""
-    return f"{str(finding.get('severity', '?')).upper():<7} {finding.get('id')}: {finding.get('message')}{shown_fix}"
+    """SEVERITY ID: message Fix: fix, as the collection's modules print a finding (k26_preflight_rules)."""
+    return collection_module_utils("k26_preflight_rules").format_finding(finding)
 
 
 #: the start-up phases in the order a start goes through them, as a summary names them

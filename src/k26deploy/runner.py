@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import configparser
 import datetime
+import importlib
 import json
 import logging
 import os
@@ -105,6 +106,23 @@ def find_project_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
         f"cannot find the k26deploy project (ansible.cfg + deploy_k26.yml): set {PROJECT_DIR_ENV} "
         "or pass project_dir / --project-dir"
     )
+
+
+def collection_module_utils(name: str) -> Any:
+    """The collection's ``plugins/module_utils/NAME``: the one home of what the package shares with the plugins.
+
+    Imported as Ansible imports it (``ansible_collections.k26.deploy.plugins.module_utils.NAME``); where nothing has
+    made that name importable yet (no collection loader in this process), from the project's ``.collections``, which
+    links the checkout in as k26.deploy.
+    """
+    qualified = f"ansible_collections.k26.deploy.plugins.module_utils.{name}"
+    try:
+        return importlib.import_module(qualified)
+    except ModuleNotFoundError:
+        collections = str(find_project_dir() / ".collections")
+        if collections not in sys.path:
+            sys.path.append(collections)
+        return importlib.import_module(qualified)
 
 
 def resolve_playbook(command_or_path: str, project_dir: Path) -> str:

@@ -1,9 +1,11 @@
 """Facts with one home, and the places that repeat them held to it: the collection's version, the SGLang release it
 is checked against, and the name of the progress file's variable."""
 
+import os
 import pathlib
 import re
 import subprocess
+import sys
 import tomllib
 
 import yaml
@@ -58,3 +60,14 @@ def test_the_execution_environment_pins_what_k26deploy_pins():
     ee = _yaml('execution-environment.yml')['dependencies']
     assert ee['ansible_core']['package_pip'] in dependencies
     assert ee['ansible_runner']['package_pip'] in dependencies
+
+
+def test_the_command_prints_a_finding_as_the_modules_do_without_a_collection_loader(tmp_path):
+    """k26deploy's summary formats findings with the collection's k26_preflight_rules.format_finding: imported from
+    the project's .collections in a process where no Ansible collection loader runs (the command's own)."""
+    script = ("from k26deploy.cli import format_finding\n"
+              "print(format_finding({'id': 'K26-X', 'severity': 'warning', 'message': 'm', 'fix': 'do this.'}))\n"
+              "print(format_finding({'message': 'm'}))\n")
+    done = subprocess.run([sys.executable, '-c', script], cwd=tmp_path, capture_output=True, text=True, check=True,
+                          env={'PATH': os.environ['PATH'], 'PYTHONPATH': str(ROOT / 'src')})
+    assert done.stdout.splitlines() == ['WARNING K26-X: m Fix: do this.', '?       None: m']
