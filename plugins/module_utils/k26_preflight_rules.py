@@ -39,6 +39,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import versi
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     MLA_DEFAULT_BACKEND,
     as_bool,
+    gpus_per_node,
     is_loopback_host,
     option_keys,
 )
@@ -354,7 +355,7 @@ def check_nnodes_divisor(ctx):
     evidence = {"tp-size": tp, "pp-size": pp, "nnodes": nnodes}
     if nnodes < 1:
         return found("nnodes %d: must be at least 1." % nnodes, "set nnodes to 1 or more", evidence)
-    if (tp * pp) % nnodes == 0:
+    if gpus_per_node(tp, pp, nnodes) is not None:
         return None
     return found("tp-size %d x pp-size %d = %d is not divisible by nnodes %d: SGLang asserts "
                  "(tp_size * pp_size) %% nnodes == 0 and will not start." % (tp, pp, tp * pp, nnodes),
@@ -366,9 +367,9 @@ def check_gpu_count(ctx):
     if skipped:
         return skipped
     tp, pp, nnodes = parallel(ctx)
-    if nnodes < 1 or (tp * pp) % nnodes:
+    per_node = gpus_per_node(tp, pp, nnodes)
+    if per_node is None:
         return None  # K26-NNODES-DIVISOR reports it
-    per_node = tp * pp // nnodes
     base = as_int(opt(ctx, "base-gpu-id"), 0)
     present = gpus_present(ctx)
     layout = "tp-size %d x pp-size %d%s" % (tp, pp, " / nnodes %d" % nnodes if nnodes > 1 else "")

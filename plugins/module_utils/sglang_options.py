@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 """What the collection knows about SGLang's options, in one place: their names, the secret ones and how a secret is
-masked, the attention backends, and which addresses are loopback.
+masked, the attention backends, which addresses are loopback, and the sglang_service role's option logic (the merge
+of its layers, the options it reserves, the problems that stop a configuration and the GPUs a node serves with).
 
 Used by the filters (the sglang_service role's option merge), the modules (preflight rules, the argument check,
 readiness) and the tests that hold the simulator to the same facts. Checked against SGLang 0.5.23 by
@@ -231,3 +232,118 @@ def is_loopback_url(url):
 def client_host(bind_host):
     """Where a client on the same machine reaches a server bound to `bind_host`."""
     return "127.0.0.1" if str(bind_host or "").strip("[]") in ALL_INTERFACES else str(bind_host)
+
+
+# ---------------------------------------------------------------------------------------------------- the role's options
+class OptionsError(ValueError):
+    """Options that cannot be merged or read (the filters raise it as Ansible's filter error)."""
+
+
+# Options that must not be set through the free-form mapping, with what to use instead: the role's readiness
+# gate, status and rollback read the structured variables, and secrets must stay out of printed mappings.
+RESERVED_OPTIONS = dict((key, "a secret this role does not manage (keep it out of printed options)")
+                        for key in SECRET_OPTION_KEYS)
+RESERVED_OPTIONS.update({
+    "api-key": "sglang_service_api_key",
+    "config": "the role (it owns the config file)",
+    "model-path": "sglang_service_model_path",
+    "served-model-name": "sglang_service_served_model_name",
+    "host": "sglang_service_host",
+    "port": "sglang_service_port",
+    "tp-size": "sglang_service_tp_size",
+    "pp-size": "sglang_service_pp_size",
+    "ssl-certfile": "sglang_service_tls_cert",
+    "ssl-keyfile": "sglang_service_tls_key",
+})
+
+
+def valid_option_key(name):
+    """option_key, refusing what is no option name."""
+    if not isinstance(name, str) or not name.strip("-_ "):
+        raise OptionsError("SGLang option names must be non-empty strings, got %r" % (name,))
+    return option_key(name)
+
+
+def merge_options(base, *layers):
+    """Merge option mappings left to right; later layers win, None deletes.
+
+    `base` holds the options the role derives from its structured variables; the later layers (profile, user)
+    may not set the reserved ones.
+    """
+    merged = dict((valid_option_key(name), value) for name, value in (base or {}).items() if value is not None)
+    for layer in layers:
+        if layer is None:
+            continue
+        if not isinstance(layer, dict):
+            raise OptionsError("SGLang options must be a mapping, got %s" % type(layer).__name__)
+        for name, value in layer.items():
+            key = valid_option_key(name)
+            if key in RESERVED_OPTIONS:
+                # Refused here, before the merged mapping (which would carry a secret) can be shown anywhere.
+                raise OptionsError("SGLang option '%s' cannot be set in the options: use %s instead"
+                                   % (key, RESERVED_OPTIONS[key]))
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+    return dict(sorted(merged.items()))
+
+
+def gpus_per_node(tp, pp, nnodes):
+    """The GPUs each node of an instance serves with, tp-size x pp-size / nnodes; None where nnodes is below 1 or
+    does not divide tp-size x pp-size (SGLang asserts (tp_size * pp_size) % nnodes == 0 and does not start)."""
+    if nnodes < 1 or (tp * pp) % nnodes:
+        return None
+    return tp * pp // nnodes
+
+
+def _int(options, key, default):
+    value = options.get(key, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise OptionsError("SGLang option %s must be an integer, got %r" % (key, value))
+
+
+def option_problems(options, gpu_count, api_key_set=False, allow_public_without_key=False):
+    """Every reason the effective options cannot work, as messages that say what to change. Empty = fine."""
+    problems = []
+    model_path = options.get("model-path")
+    if not model_path or not str(model_path).strip():
+        problems.append("no model path: set sglang_service_model_path to the model directory (or hub id)")
+    port = _int(options, "port", 30000)
+    if not 1 <= port <= 65535:
+        problems.append("port %d is out of range: choose 1-65535" % port)
+    tp, pp, nnodes = _int(options, "tp-size", 1), _int(options, "pp-size", 1), _int(options, "nnodes", 1)
+    for key, value in (("tp-size", tp), ("pp-size", pp), ("nnodes", nnodes)):
+        if value < 1:
+            problems.append("%s must be >= 1, got %d" % (key, value))
+    gpus = int(gpu_count)
+    if gpus < 1:
+        problems.append("sglang_service_gpu_count must be >= 1 (GPUs per node the server uses), got %d" % gpus)
+    elif tp >= 1 and pp >= 1 and nnodes >= 1:
+        per_node = gpus_per_node(tp, pp, nnodes)
+        if gpus % pp != 0 and nnodes == 1:
+            problems.append("pp-size %d does not divide the %d GPUs: choose a pp-size among %s"
+                            % (pp, gpus, [d for d in range(1, gpus + 1) if gpus % d == 0]))
+        if per_node is None:
+            problems.append("tp-size %d x pp-size %d = %d is not divisible by nnodes %d (SGLang asserts this)"
+                            % (tp, pp, tp * pp, nnodes))
+        elif per_node > gpus:
+            problems.append("tp-size %d x pp-size %d needs %d GPUs per node but the node has %d"
+                            % (tp, pp, per_node, gpus))
+    fraction = options.get("mem-fraction-static")
+    if fraction is not None:
+        try:
+            fraction = float(fraction)
+        except (TypeError, ValueError):
+            fraction = -1.0
+        if not 0.0 < fraction < 1.0:
+            problems.append("mem-fraction-static %s is not a fraction: choose a value between 0 and 1 (e.g. 0.88)"
+                            % options.get("mem-fraction-static"))
+    backend = options.get("attention-backend")
+    if backend and backend not in ATTENTION_BACKENDS:
+        problems.append("unknown attention backend '%s': choose one of %s" % (backend, ", ".join(ATTENTION_BACKENDS)))
+    open_endpoint = open_endpoint_problem(options.get("host", "127.0.0.1"), api_key_set, allow_public_without_key,
+                                          "sglang_service_api_key", "sglang_service_allow_public_without_key")
+    return problems + ([open_endpoint] if open_endpoint else [])

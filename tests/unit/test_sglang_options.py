@@ -158,3 +158,32 @@ def test_load_threads_refuses_what_is_not_a_count(setting):
 def test_the_loader_config_names_multithreaded_loading():
     assert json.loads(options.loader_extra_config(16)) == {"enable_multithread_load": True, "num_threads": 16}
     assert options.loader_extra_config(0) is None
+
+
+@pytest.mark.parametrize("tp, pp, nnodes, per_node", [(1, 8, 1, 8), (1, 16, 2, 8), (8, 2, 4, 4), (1, 8, 3, None),
+                                                      (2, 3, 4, None), (1, 8, 0, None)])
+def test_gpus_per_node_is_none_where_sglang_refuses_the_split(tp, pp, nnodes, per_node):
+    assert options.gpus_per_node(tp, pp, nnodes) == per_node
+
+
+@pytest.mark.parametrize("tp, pp, nnodes, gpus", [(1, 8, 1, 8), (2, 8, 1, 8), (1, 8, 3, 8), (1, 16, 2, 8),
+                                                  (4, 2, 2, 4), (8, 1, 1, 4), (3, 2, 4, 8)])
+def test_the_role_and_preflight_refuse_the_same_splits(tp, pp, nnodes, gpus):
+    """One home for the split of tp-size x pp-size over nnodes: the role's option problems (module_utils, through
+    the filter) and the preflight rules K26-NNODES-DIVISOR and K26-GPU-COUNT refuse the same layouts."""
+    from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
+
+    chosen = dict(GOOD, **{"tp-size": tp, "pp-size": pp, "nnodes": nnodes})
+    problems = " ".join(option_problems(chosen, gpus))
+    facts = {"gpu_count": gpus, "gpus": [{"index": i, "memory_total_mib": 143771, "compute_capability": "9.0"}
+                                         for i in range(gpus)]}
+    found = dict((f["id"], f["severity"]) for f in rules.evaluate(rules.build_context(chosen, gpu=facts)))
+    assert ("not divisible by nnodes" in problems) == ("K26-NNODES-DIVISOR" in found)
+    assert ("GPUs per node but the node has" in problems) == (found.get("K26-GPU-COUNT") == "error")
+
+
+def test_the_option_logic_raises_its_own_error_and_the_filter_ansibles():
+    with pytest.raises(options.OptionsError, match="use sglang_service_port instead"):
+        options.merge_options(GOOD, {"port": 1})
+    with pytest.raises(AnsibleFilterError, match="must be an integer"):
+        option_problems(dict(GOOD, port="http"), 8)
