@@ -54,11 +54,20 @@ def launch(python, *argv, cwd=None):
                           timeout=300, cwd=cwd)
 
 
-def test_secret_option_names_are_the_collections():
+def test_the_launcher_has_the_collections_secret_options_and_no_copy_of_them():
+    """The launcher imports k26_sglang_options, which is module_utils/sglang_options.py itself (a link in the role's
+    files; the role installs both files side by side)."""
+    beside = LAUNCHER.parent / "k26_sglang_options.py"
+    assert beside.is_symlink() and beside.resolve() == Path(sglang_options.__file__).resolve()
+    tasks = yaml.safe_load((LAUNCHER.parents[1] / "tasks" / "main.yml").read_text())
+    install = next(task for task in tasks if task.get("register") == "__sglang_launcher_copy")
+    assert sorted(install["loop"]) == sorted([LAUNCHER.name, beside.name])
+    assert "{{ item }}" in install["ansible.builtin.copy"]["dest"]
+    code = LAUNCHER.read_text()
+    assert not [key for key in sglang_options.SECRET_OPTION_KEYS if '"%s"' % key in code or "'%s'" % key in code]
     sys.path.insert(0, str(LAUNCHER.parent))
     import sglang_launcher
 
-    assert sglang_launcher.SECRET_OPTION_KEYS == sglang_options.SECRET_OPTION_KEYS
     assert sglang_launcher.SECRET_MASK == sglang_options.SECRET_MASK
 
 
@@ -68,7 +77,7 @@ def test_secret_option_names_are_the_collections():
     ({}, ["--ssl-keyfile-password", "c3", "--api-key"]),
 ])
 def test_the_launcher_finds_the_secrets_the_collection_finds(tmp_path, config, argv):
-    # The launcher runs on the target without the collection, so it keeps its own copy of the finding logic.
+    # The launcher reads the config file that argv names; the collection's secret_values finds the values in both.
     sys.path.insert(0, str(LAUNCHER.parent))
     import sglang_launcher
 

@@ -15,9 +15,10 @@ The masking process is no child of SGLang (SGLang kills its own process tree whe
 SIGINT, SIGHUP and SIGQUIT (systemd sends SIGTERM to the whole unit): it ends when the last writer has closed the
 pipes, so the last lines of a stop still reach the journal.
 
-Needs Python >= 3.11 and PyYAML, like SGLang and the simulator. The secret option names are the collection's
-(plugins/module_utils/sglang_options.py; tests/unit/test_sglang_launcher.py holds this copy to them: the launcher
-runs on hosts that have no collection).
+Needs Python >= 3.11 and PyYAML, like SGLang and the simulator. Which options are secret, where their values are
+and the mask are the collection's own: plugins/module_utils/sglang_options.py, which the role installs beside the
+launcher as k26_sglang_options.py (roles/sglang/files/k26_sglang_options.py links to it), so the launcher runs on
+hosts that have no collection and still has no copy of it.
 """
 
 import importlib.util
@@ -32,13 +33,10 @@ import urllib.parse
 
 import yaml
 
-SECRET_OPTION_KEYS = ("api-key", "admin-api-key", "ssl-keyfile-password")
-SECRET_MASK = "********"
+import k26_sglang_options as sglang_options
+
+SECRET_MASK = sglang_options.SECRET_MASK
 _CHUNK = 65536
-
-
-def option_key(name):
-    return str(name).strip().lstrip("-").replace("_", "-")
 
 
 def config_path(argv):
@@ -52,7 +50,7 @@ def config_path(argv):
 
 def secret_values(argv):
     """The values of the secret options in the config file that argv names and in argv itself."""
-    values = []
+    config = {}
     path = config_path(argv)
     if path:
         try:
@@ -60,16 +58,7 @@ def secret_values(argv):
                 config = yaml.safe_load(handle) or {}
         except (OSError, yaml.YAMLError):
             config = {}  # the target reports an unreadable config itself
-        if isinstance(config, dict):
-            values += [str(value) for key, value in config.items()
-                       if option_key(key) in SECRET_OPTION_KEYS and value not in (None, "")]
-    for i, arg in enumerate(argv):
-        name, sep, inline = arg.partition("=")
-        if arg.startswith("--") and option_key(name) in SECRET_OPTION_KEYS:
-            if sep and inline:
-                values.append(inline)
-            elif i + 1 < len(argv):
-                values.append(argv[i + 1])
+    values = sglang_options.secret_values(config if isinstance(config, dict) else {}, argv)
     return sorted({value for value in values if value}, key=len, reverse=True)
 
 
