@@ -36,15 +36,12 @@ options:
         and C(/opt/nvidia/bin) when not given.
     type: path
 attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
   facts:
     support: full
     description: Sets C(ansible_facts.nvidia_gpu).
+extends_documentation_fragment:
+  - k26.deploy.attributes
+  - k26.deploy.attributes.reads_only
 notes:
   - NVSwitch is detected from PCI functions of vendor C(0x10de) and class C(0x0680xx), or from
     C(/dev/nvidia-nvswitchN) device nodes. Fabric Manager counts as installed when C(nv-fabricmanager) or the

@@ -59,11 +59,9 @@ options:
     type: path
 attributes:
   check_mode:
-    support: full
     description: Changes nothing, so it runs in check mode too.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+extends_documentation_fragment:
+  - k26.deploy.attributes
 notes:
   - The check stops after argument parsing; SGLang's post-processing (which inspects the GPU and the model) is not run.
   - SGLang 0.5.23 turns a config key into C(--KEY) as written, so use dashed keys (C(pp-size)); C(pp_size) is refused

@@ -99,11 +99,9 @@ options:
     default: /var/tmp/k26-benchmark
 attributes:
   check_mode:
-    support: full
     description: Measures nothing and changes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+extends_documentation_fragment:
+  - k26.deploy.attributes
 notes:
   - AIPerf counts output tokens from the server's usage (C(--use-server-token-count)).
 """

@@ -61,11 +61,9 @@ options:
     default: true
 attributes:
   check_mode:
-    support: full
     description: Compares and diagnoses, writes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+extends_documentation_fragment:
+  - k26.deploy.attributes
 """
 
 EXAMPLES = r"""

@@ -118,11 +118,9 @@ options:
     default: 40
 attributes:
   check_mode:
-    support: full
     description: Decides and reports what would run; compiles nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+extends_documentation_fragment:
+  - k26.deploy.attributes
 notes:
   - SGLang 0.5.23's C(compile_deep_gemm) ignores C(--config); the command merges the config file the way
     C(launch_server) does first, and drops the API keys and TLS options (its readiness poll sends no key and speaks

@@ -85,12 +85,10 @@ options:
     default: 0.8
 attributes:
   check_mode:
-    support: full
     description: Hashes and judges as usual; writes no manifest and pre-warms nothing; changed says whether the
       manifest would be written.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+extends_documentation_fragment:
+  - k26.deploy.attributes
 seealso:
   - module: k26.deploy.sglang_preflight
 """

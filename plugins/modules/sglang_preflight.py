@@ -143,13 +143,9 @@ options:
       - The SGLang version the host is to run (the C(sglang) role's C(sglang_version)); without an installed SGLang,
         the release this collection is checked against gives the Requires-Python, and the result says which.
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+extends_documentation_fragment:
+  - k26.deploy.attributes
+  - k26.deploy.attributes.reads_only
 seealso:
   - module: k26.deploy.nvidia_gpu_facts
   - module: k26.deploy.sglang_args_check

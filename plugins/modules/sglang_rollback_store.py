@@ -35,13 +35,9 @@ options:
     type: list
     elements: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-    description: Changes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+extends_documentation_fragment:
+  - k26.deploy.attributes
+  - k26.deploy.attributes.changes_nothing
 """
 
 EXAMPLES = r"""

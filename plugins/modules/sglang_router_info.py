@@ -16,13 +16,8 @@ author:
   - k26deploy maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - k26.deploy.sglang_router
-attributes:
-  check_mode:
-    support: full
-    description: Changes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+  - k26.deploy.attributes
+  - k26.deploy.attributes.changes_nothing
 """
 
 EXAMPLES = r"""

@@ -45,13 +45,10 @@ options:
     default: 120
 extends_documentation_fragment:
   - k26.deploy.sglang_router
+  - k26.deploy.attributes
 attributes:
   check_mode:
-    support: full
     description: Reads the router's view and reports whether it would change it.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
 notes:
   - A replica without C(--enable-metrics) serves no C(/metrics); the module then waits for nothing more than the
     router's removal and says so in a warning.

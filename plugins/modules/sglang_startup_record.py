@@ -66,11 +66,9 @@ options:
     default: 50
 attributes:
   check_mode:
-    support: full
     description: Compares, writes nothing.
-  diff_mode:
-    support: none
-    description: Nothing to compare.
+extends_documentation_fragment:
+  - k26.deploy.attributes
 """
 
 EXAMPLES = r"""

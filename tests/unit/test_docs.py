@@ -1,0 +1,22 @@
+"""The documentation says each thing once and shows only what a user may use."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "plugins" / "modules").glob("*.py")), ids=lambda p: p.stem)
+def test_modules_take_the_shared_attributes_from_the_fragment(path):
+    """Every module but sglang_ready runs fully in check mode with nothing to show in diff mode: the fragment
+    k26.deploy.attributes says so once; a module writes only what check mode does for it."""
+    text = path.read_text()
+    doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+    own = doc.get("attributes") or {}
+    if path.stem == "sglang_ready":
+        assert "k26.deploy.attributes" not in doc.get("extends_documentation_fragment", [])
+        return
+    assert "k26.deploy.attributes" in doc["extends_documentation_fragment"]
+    assert "diff_mode" not in own and "support" not in own.get("check_mode", {})
