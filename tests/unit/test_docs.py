@@ -1,5 +1,6 @@
 """The documentation says each thing once and shows only what a user may use."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -20,3 +21,9 @@ def test_modules_take_the_shared_attributes_from_the_fragment(path):
         return
     assert "k26.deploy.attributes" in doc["extends_documentation_fragment"]
     assert "diff_mode" not in own and "support" not in own.get("check_mode", {})
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "plugins" / "filter").glob("*.yml")), ids=lambda p: p.stem)
+def test_filter_examples_use_public_variables_only(path):
+    examples = yaml.safe_load(path.read_text()).get("EXAMPLES") or ""
+    assert not re.findall(r"\b__\w+", examples), "%s's EXAMPLES show private variables" % path.name
