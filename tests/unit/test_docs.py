@@ -27,3 +27,29 @@ def test_modules_take_the_shared_attributes_from_the_fragment(path):
 def test_filter_examples_use_public_variables_only(path):
     examples = yaml.safe_load(path.read_text()).get("EXAMPLES") or ""
     assert not re.findall(r"\b__\w+", examples), "%s's EXAMPLES show private variables" % path.name
+
+
+def layout_rows():
+    """{first cell: what} of the table under README.md's '## Layout'."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) >= 2 and cells[1] and not set(cells[1]) <= {"-", " "}:
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "plugins" / "modules").glob("*.py"))
+                         + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "playbooks").glob("*.yml")))
+def test_the_layout_has_a_line_for_each_module_and_playbook(path):
+    rows = layout_rows()
+    assert "`%s`" % path in rows, "README.md's Layout has no line for %s" % path
+    assert len(rows["`%s`" % path]) > 10, "say what %s does" % path
+
+
+def test_the_layout_names_nothing_that_is_not_there():
+    for cell in layout_rows():
+        for path in re.findall(r"`([^`]+)`", cell):
+            assert (ROOT / path).exists(), "README.md's Layout names %s, which is not there" % path
