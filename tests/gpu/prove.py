@@ -24,6 +24,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "integration"), str(ROOT / "tests")]
+# the k26deploy CLI run as a subprocess (tune, preflight) imports the same package
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
 
 import k26deploy  # noqa: E402
 from safetensors_shards import write_shard  # noqa: E402
@@ -447,7 +449,7 @@ def prove_tune(proof, args):
     results.mkdir(parents=True, exist_ok=True)
     candidates.write_text(json.dumps([{"name": "graphs-on", "extra_vars": {}},
                                       {"name": "graphs-off", "extra_vars": {"sglang_service_options":
-                                                                            {"disable-cuda-graph": True}}}]))
+                                                                            {"disable-decode-cuda-graph": True}}}]))
     tune_vars = deploy_vars(args, sglang_benchmark_venv_dir=sys.prefix, sglang_benchmark_wheelhouse=args.bench,
                             sglang_benchmark_results_dir=str(results / "benchmarks"),
                             sglang_benchmark_input_tokens=128, sglang_benchmark_output_tokens=256)
@@ -516,9 +518,9 @@ def prove_router(proof, args):
     proof.check("the router (smg) deploys in front of the GPU service and routes to it",
                 result.exit_code == 0 and host.ready and workers and all(healthy for dummy, healthy in workers),
                 f"{describe(result)}, {time.monotonic() - started:.0f} s, workers {workers}")
-    if not host.ready:
-        print(host.msg, host.journal_excerpt, sep="\n", flush=True)
-        return
+    if result.exit_code != 0 or not workers:
+        print(f"[proof] router deploy: failed task {host.failed_task!r} ({host.failed_action}): {host.msg}",
+              host.journal_excerpt or "", sep="\n", flush=True)
     with Load("http://127.0.0.1:%d" % ROUTER_PORT, args.api_key, "kimi-k2.6", threads=2, max_tokens=16) as load:
         time.sleep(3)
     proof.check("completions through the router", load.requests and not load.errors,
@@ -540,6 +542,8 @@ def main():
                         help="also run k26deploy bench, installing AIPerf from this directory of wheels into the "
                              "interpreter's venv (results under $OUT, else /var/lib/k26-proof)")
     args = parser.parse_args()
+    # the roles copy a wheelhouse from the controller: a relative path would be looked up in the role's own files
+    args.bench, args.router = (str(Path(path).resolve()) if path else path for path in (args.bench, args.router))
     os.environ.setdefault("ANSIBLE_NOCOLOR", "1")
     prepare(args)
     print(f"[proof] {args.gpus} GPU(s), pp-size {args.pp or 'auto'}, interpreter {sys.executable}", flush=True)
