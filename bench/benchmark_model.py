@@ -27,13 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "roles" / "sglang" / "files"), str(ROOT / "tests" / "integration"),
                 str(ROOT / "tests" / "unit")]
 
-import sglang_simulator  # noqa: E402
+from sglang_simulator.options import parse_args  # noqa: E402
+from sglang_simulator.performance import PerformanceModel  # noqa: E402
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_aiperf as aiperf  # noqa: E402
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_report as report  # noqa: E402
 from sim_tokenizer import write_tokenizer  # noqa: E402
 import topologies  # noqa: E402
 
-SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator.py"
+SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator"
 AIPERF = Path(os.environ.get("AIPERF_VENV", ROOT / ".cache" / "aiperf-venv")) / "bin" / "aiperf"
 CONFIGS = {
     "PP8 graphs off, depth 0": ["--pp-size", "8", "--disable-cuda-graph"],
@@ -83,8 +84,8 @@ def run_level(url, model_dir, concurrency, requests, output_tokens, workdir):
 
 
 def predicted(flags, concurrency):
-    args = sglang_simulator.parse_args(["--model-path", "m", *flags], {})[0]
-    return sglang_simulator.PerformanceModel.of(args).throughput(concurrency)
+    args = parse_args(["--model-path", "m", *flags], {})[0]
+    return PerformanceModel.of(args).throughput(concurrency)
 
 
 def main():

@@ -1,11 +1,11 @@
 """Write the table of SGLang's server options that the simulator builds its parser from.
 
 Run with the interpreter of a real SGLang (scripts/setup_sglang_cpu.sh makes one on CPU):
-    .cache/sglang-venv/bin/python scripts/sglang_option_table.py > roles/sglang/files/sglang_server_options.json
+    .cache/sglang-venv/bin/python scripts/sglang_option_table.py > roles/sglang/files/sglang_simulator/sglang_server_options.json
 It reads SGLang's own parser (ServerArgs.add_cli_args): each option's flags, destination, kind of action, type,
 nargs, choices, default and constant, in the parser's order, and the phases and keys --cuda-graph-config accepts.
 An action or a type it does not know stops it: the simulator must learn it first (roles/sglang/files/
-sglang_simulator.py, OPTION_TYPES and OPTION_ACTIONS). tests/unit/test_simulator_conformance.py regenerates the table
+sglang_simulator/options.py, option_types and add_server_options). tests/unit/test_simulator_conformance.py regenerates the table
 and fails on any difference from the file.
 """
 

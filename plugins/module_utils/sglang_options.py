@@ -143,7 +143,7 @@ def redact(data, secrets):
 
 
 # ---------------------------------------------------------------------------------------------------- backends
-#: SGLang 0.5.23's --attention-backend choices (roles/sglang/files/sglang_server_options.json, from its parser)
+#: SGLang 0.5.23's --attention-backend choices (roles/sglang/files/sglang_simulator/sglang_server_options.json, from its parser)
 ATTENTION_BACKENDS = (
     "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4",
     "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla", "trtllm_mha",

@@ -46,8 +46,8 @@ options:
     type: path
   simulator:
     description:
-      - Path of the SGLang simulator script; when given, the simulator's C(--sim-check-only) mode checks the
-        options instead of SGLang.
+      - Path of the SGLang simulator (its package directory, run as C(python DIR)); when given, the simulator's
+        C(--sim-check-only) mode checks the options instead of SGLang.
     type: path
   simulator_python:
     description:
@@ -79,7 +79,7 @@ EXAMPLES = r"""
     options:
       model-path: /models/Kimi-K2.6
       pp-size: 8
-    simulator: /opt/sglang-simulator/sglang_simulator.py
+    simulator: /opt/sglang/simulator/sglang_simulator
 """
 
 RETURN = r"""
@@ -158,8 +158,8 @@ def main():
 
     simulator = params["simulator"]
     python = (params["simulator_python"] or params["python"] or "/usr/bin/python3") if simulator else params["python"]
-    for path, what in ((python, "interpreter"), (simulator, "simulator")):
-        if path and not os.path.isfile(path):
+    for path, what, exists in ((python, "interpreter", os.path.isfile), (simulator, "simulator", os.path.exists)):
+        if path and not exists(path):
             module.fail_json(msg="%s %s not found" % (what, path), ok=False, error="%s %s not found" % (what, path))
 
     def runner(argv):

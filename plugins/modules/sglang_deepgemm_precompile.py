@@ -73,7 +73,7 @@ options:
     type: path
     required: true
   simulator_path:
-    description: The SGLang simulator's script when the host runs the simulator (its compile mode stands for SGLang's).
+    description: The SGLang simulator (its package directory) when the host runs the simulator (its compile mode stands for SGLang's).
     type: path
   user:
     description: The service account the precompile runs as.

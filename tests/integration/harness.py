@@ -21,9 +21,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
-SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator.py"
-SIM_IN_CONTAINER = "/opt/sim/sglang_simulator.py"
-SIMULATOR_OPTION_TABLE = "sglang_server_options.json"
+SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator"
+SIM_IN_CONTAINER = "/opt/sim/sglang_simulator"
 
 
 class SystemdContainer:
@@ -48,10 +47,9 @@ class SystemdContainer:
             shlex.quote(os.path.dirname(path)), shlex.quote(path), mode, shlex.quote(path)), input=content)
 
     def install_simulator(self):
-        """The simulator and the table of SGLang's options it reads from beside itself."""
-        self.put(SIM_IN_CONTAINER, SIMULATOR.read_text(), mode="0755")
-        table = SIMULATOR.with_name(SIMULATOR_OPTION_TABLE)
-        self.put(os.path.join(os.path.dirname(SIM_IN_CONTAINER), table.name), table.read_text())
+        """The simulator's package (its modules and the table of SGLang's options), run as its directory."""
+        for source in sorted(path for path in SIMULATOR.iterdir() if path.is_file()):
+            self.put(os.path.join(SIM_IN_CONTAINER, source.name), source.read_text())
 
     def write_unit(self, name, exec_start, environment=None, extra_service="", config=None):
         """Write /etc/systemd/system/NAME.service running exec_start; optional SGLang config file."""

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "roles" / "sglang" / "files"))
 
-from sglang_simulator import WORDS  # noqa: E402
+from sglang_simulator.serving import WORDS  # noqa: E402
 
 SPECIAL = ("<unk>", "<s>", "</s>")
 

@@ -51,7 +51,7 @@ def test_the_tarball_holds_what_a_user_installs(tarball):
         names = set(archive.getnames())
     for needed in ("MANIFEST.json", "meta/runtime.yml", "plugins/modules/sglang_ready.py",
                    "plugins/action/sglang_ready.py", "plugins/module_utils/sglang_readiness.py",
-                   "roles/sglang_service/tasks/main.yml", "roles/sglang/files/sglang_simulator.py",
+                   "roles/sglang_service/tasks/main.yml", "roles/sglang/files/sglang_simulator/__main__.py",
                    "playbooks/deploy.yml", "playbooks/vars/play_variables.yml"):
         assert needed in names, needed
     assert not {name for name in names if name.split("/")[0] in (

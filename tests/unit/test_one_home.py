@@ -42,7 +42,7 @@ def test_the_version_is_the_next_release_of_the_changelog():
 def test_the_sglang_release_has_one_home():
     pinned = sglang_version.SGLANG_VERSION
     assert _yaml('roles/sglang/defaults/main.yml')['sglang_version'] == pinned
-    simulator = (ROOT / 'roles/sglang/files/sglang_simulator.py').read_text()
+    simulator = (ROOT / 'roles/sglang/files/sglang_simulator/__init__.py').read_text()
     assert re.search(r'^VERSION = "(.*)"$', simulator, re.M).group(1) == pinned + '-simulator'
     example = _yaml('inventories/example/group_vars/sglang_servers.yml')
     assert example.get('sglang_version', pinned) == pinned

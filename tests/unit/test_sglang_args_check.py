@@ -19,7 +19,7 @@ from sglang_venv import SGLANG_PYTHON
 from sglang_venv import requires_real_sglang as real
 
 ROOT = Path(__file__).resolve().parents[2]
-SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator.py"
+SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator"
 
 # The Kimi K2.6 option set for 8x RTX PRO 6000 (PP8), as the sglang_service role renders it.
 K26 = {

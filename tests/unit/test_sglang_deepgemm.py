@@ -165,7 +165,7 @@ def test_kernel_options_take_every_spelling_and_value_form():
 
 
 def test_every_kernel_option_and_alias_is_an_sglang_0523_flag():
-    table = json.loads((ROOT / 'roles/sglang/files/sglang_server_options.json').read_text())
+    table = json.loads((ROOT / 'roles/sglang/files/sglang_simulator/sglang_server_options.json').read_text())
     assert table['sglang'] == '0.5.23'
     flags = {}
     for option in table['options']:

@@ -66,8 +66,8 @@ def test_the_command_is_sglangs_precompile_on_loopback_or_the_simulators_compile
     real = module.compile_command(params, 41234)
     assert real == sglang_deepgemm.compile_argv(params['python'], params['config_file'],
                                                 ['--port', '41234', '--timeout', '1800'])
-    sim = module.compile_command(dict(params, simulator_path='/opt/sglang/simulator/sglang_simulator.py'), 41234)
-    assert sim[:3] == ['/opt/sglang/venv/bin/python', '/opt/sglang/simulator/sglang_simulator.py',
+    sim = module.compile_command(dict(params, simulator_path='/opt/sglang/simulator/sglang_simulator'), 41234)
+    assert sim[:3] == ['/opt/sglang/venv/bin/python', '/opt/sglang/simulator/sglang_simulator',
                        '--sim-compile-deep-gemm'] and sim[-4:] == ['--port', '41234', '--timeout', '1800']
     unit = module.systemd_run_argv(params, 'sglang-deepgemm-x.service', real)
     assert unit[unit.index('--'):] == ['--'] + real

@@ -109,7 +109,7 @@ def test_one_list_of_attention_backends_everywhere():
     assert choices == [""] + list(sglang_options.ATTENTION_BACKENDS)
     assert set(k26_preflight_rules.ATTENTION_ARCH) <= set(sglang_options.ATTENTION_BACKENDS)
     assert set(sglang_options.MLA_DEFAULT_BACKEND.values()) <= set(sglang_options.ATTENTION_BACKENDS)
-    table = json.loads((root / "roles" / "sglang" / "files" / "sglang_server_options.json").read_text())
+    table = json.loads((root / "roles/sglang/files/sglang_simulator/sglang_server_options.json").read_text())
     (real,) = [option["choices"] for option in table["options"] if option["dest"] == "attention_backend"]
     assert list(sglang_options.ATTENTION_BACKENDS) == real
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-SIMULATOR = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files" / "sglang_simulator.py"
+SIMULATOR = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files" / "sglang_simulator"
 FAST = {
     "SGLANG_SIM_LOAD_SECONDS": "0.3",
     "SGLANG_SIM_GRAPH_SECONDS": "0.1",

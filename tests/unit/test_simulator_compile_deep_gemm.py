@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 FILES = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files"
-SIMULATOR = FILES / "sglang_simulator.py"
+SIMULATOR = FILES / "sglang_simulator"
 sys.path.insert(0, str(FILES))
 
-import sglang_simulator as sim  # noqa: E402
+from sglang_simulator import compile_mode, options  # noqa: E402
 from test_simulator import free_port, port_open, wait_until  # noqa: E402
 
 FAST = {
@@ -215,11 +215,11 @@ def test_the_servers_flags_parse_back_to_the_compiles_options(tmp_path, capsys):
     argv = ["--config", str(config), "--sim-compile-deep-gemm", "--timeout", "1800", "--disable-cuda-graph",
             "--no-enable-tf32-matmul", "--monokernel-backend", "amd", "--served-model-name=-k26",
             '--sidecar-args=["--a", 1]', "--lora-paths", "a=/lora/a", '{"lora_name": "b", "lora_path": "/lora/b"}']
-    args, settings, timeout = sim.parse_compile_args(argv, {})
-    sim.compile_server_args(args, timeout)
+    args, settings, timeout = compile_mode.parse_compile_args(argv, {})
+    compile_mode.compile_server_args(args, timeout)
     assert capsys.readouterr().out == DISABLE + "\n"
-    flags = sim.server_flags(args, sim.build_parser({}))
-    reparsed, reparsed_settings = sim.parse_args(flags + sim.knob_flags(settings), {})
+    flags = compile_mode.server_flags(args, options.build_parser({}))
+    reparsed, reparsed_settings = options.parse_args(flags + compile_mode.knob_flags(settings), {})
     assert vars(reparsed) == vars(args) and reparsed_settings == settings
     assert timeout == 1800 and args.api_key is None and args.ssl_keyfile_password is None
     assert not any(API_KEY in flag for flag in flags)

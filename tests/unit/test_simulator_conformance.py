@@ -27,10 +27,10 @@ from sglang_venv import SGLANG_PYTHON, SGLANG_SITE, requires_real_sglang
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ROOT / "roles" / "sglang" / "files"
-SIMULATOR = FILES / "sglang_simulator.py"
+SIMULATOR = FILES / "sglang_simulator"
 sys.path.insert(0, str(FILES))
 
-import sglang_simulator as sim  # noqa: E402
+from sglang_simulator import api, log, options, serving  # noqa: E402
 
 pytestmark = [pytest.mark.sglang_real, requires_real_sglang]
 
@@ -134,7 +134,7 @@ def asked(script, *args):
 
 
 def simulator_options():
-    parser = sim.build_parser({})
+    parser = options.build_parser({})
     return {o for a in parser._actions for o in a.option_strings
             if o.startswith("--") and not o.startswith("--sim-") and o != "--help"}
 
@@ -167,7 +167,7 @@ def test_the_simulator_knows_exactly_sglangs_options():
 def test_the_option_table_is_sglangs_own():
     """The table the simulator builds its parser from is what scripts/sglang_option_table.py reads from SGLang's
     parser today: a new SGLang (or a hand edit) shows up here as a difference."""
-    table = FILES / "sglang_server_options.json"
+    table = SIMULATOR / "sglang_server_options.json"
     done = subprocess.run([str(SGLANG_PYTHON), str(ROOT / "scripts" / "sglang_option_table.py")],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
@@ -212,8 +212,8 @@ def real_routes():
 
 
 def simulator_api(*flags):
-    args, settings = sim.parse_args(["--model-path", "m", "--enable-metrics", *flags], {})
-    return sim.Api(sim.ServerState(args, settings, sim.Log()))
+    args, settings = options.parse_args(["--model-path", "m", "--enable-metrics", *flags], {})
+    return api.Api(serving.ServerState(args, settings, log.Log()))
 
 
 def simulator_routes(api):

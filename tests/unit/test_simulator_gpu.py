@@ -13,12 +13,11 @@ import pytest
 FILES = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files"
 sys.path.insert(0, str(FILES))
 
-import sglang_simulator as sim  # noqa: E402
-import sglang_simulator_gpu as gpu  # noqa: E402
+from sglang_simulator import gpu, options  # noqa: E402
 
 
 def settings(**over):
-    args, knobs = sim.parse_args(["--model-path", "m"], {})
+    args, knobs = options.parse_args(["--model-path", "m"], {})
     return knobs if not over else knobs.__class__(**dict(vars(knobs), **over))
 
 
@@ -98,13 +97,13 @@ def test_an_idle_engine_runs_no_step():
 def test_gpu_on_without_a_driver_fails_like_a_start_up_error(tmp_path):
     if Path(gpu.NVIDIA_DRIVER_VERSION_FILE).exists():
         pytest.skip("this machine has an NVIDIA driver")
-    proc = subprocess.run([sys.executable, str(FILES / "sglang_simulator.py"), "--model-path", "m", "--sim-gpu", "on",
+    proc = subprocess.run([sys.executable, str(FILES / "sglang_simulator"), "--model-path", "m", "--sim-gpu", "on",
                            "--sim-load-seconds", "0"], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "--sim-gpu on: no NVIDIA driver loaded (/proc/driver/nvidia/version is missing)" in proc.stderr
 
 
 def test_gpu_mode_choice_is_validated():
-    proc = subprocess.run([sys.executable, str(FILES / "sglang_simulator.py"), "--model-path", "m",
+    proc = subprocess.run([sys.executable, str(FILES / "sglang_simulator"), "--model-path", "m",
                            "--sim-gpu", "maybe", "--sim-check-only"], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "argument --sim-gpu: invalid choice: 'maybe'" in proc.stderr

@@ -10,14 +10,15 @@ from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_fact
 FILES = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files"
 sys.path.insert(0, str(FILES))
 
-import sglang_simulator as sim  # noqa: E402
+from sglang_simulator.options import parse_args  # noqa: E402
+from sglang_simulator.performance import PerformanceModel  # noqa: E402
 
 LINKS = {"pcie": "pcie", "pcie-custom-allreduce": "pcie-custom-allreduce", "nvlink": "nvlink"}
 
 
 def model(*flags, link="pcie"):
-    args = sim.parse_args(["--model-path", "/models/k26", *flags], {})[0]
-    return sim.PerformanceModel.of(args, link)
+    args = parse_args(["--model-path", "/models/k26", *flags], {})[0]
+    return PerformanceModel.of(args, link)
 
 
 def flags_of(row):

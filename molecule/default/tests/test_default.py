@@ -249,12 +249,11 @@ def probe(host, name, command, port):
 
 def test_the_simulator_behaves_as_the_real_server_in_what_the_package_reads(host):
     """Item 4 of issue 26: the same options to the real SGLang and to the simulator, probed the same way."""
-    for source in (ROOT / "scripts" / "sglang_probe.py", ROOT / "roles" / "sglang" / "files" / "sglang_simulator.py",
-                   ROOT / "roles" / "sglang" / "files" / "sglang_server_options.json"):
+    for source in (ROOT / "scripts" / "sglang_probe.py", ROOT / "roles" / "sglang" / "files" / "sglang_simulator"):
         host.check_output("mkdir -p %s" % PROBE_DIR)
         subprocess.run(["podman", "cp", str(source), "%s:%s/" % (HOST, PROBE_DIR)], check=True)
     real = probe(host, "real", "%s/bin/python -m sglang.launch_server" % VENV, 31001)
-    simulated = probe(host, "simulated", "python3 %s/sglang_simulator.py" % PROBE_DIR, 31002)
+    simulated = probe(host, "simulated", "python3 %s/sglang_simulator" % PROBE_DIR, 31002)
     assert real["ready"] and simulated["ready"], (real, simulated)
     assert real["lines"]["server_args"] and real["lines"]["fired_up"]  # the probe saw the real server's output
     differences = {key: (real.get(key), simulated.get(key)) for key in set(real) | set(simulated)

@@ -1,15 +1,16 @@
 """Start SGLang (or the simulator) with the values of its secret options kept out of everything it prints.
 
     python sglang_launcher.py -m sglang.launch_server --config /etc/sglang/sglang.yaml
-    python sglang_launcher.py /opt/sglang/simulator/sglang_simulator.py --config /etc/sglang/sglang.yaml
+    python sglang_launcher.py /opt/sglang/simulator/sglang_simulator --config /etc/sglang/sglang.yaml
 
 SGLang 0.5.23 logs its server_args, API keys included, at every start, into the journal. The launcher reads the
 values of the secret options from the config file and the command line and masks them at the file-descriptor
 level: file descriptors 1 and 2 become pipes to a masking process, so whatever the process tree writes there -
 logging, print, tracebacks, os.write, sys.__stderr__, every child process - reaches the journal masked, in every
 form a secret takes when printed (as it is, escaped as repr or JSON does, URL-quoted), even split across writes.
-Then the target runs in this same process, as `python -m MODULE` or `python SCRIPT` would: the process, its exit
-status, its signals and its children stay SGLang's own.
+Then the target runs in this same process, as `python -m MODULE` or `python SCRIPT` would (SCRIPT may be a directory
+with a __main__.py, as the simulator's package is): the process, its exit status, its signals and its children stay
+SGLang's own.
 
 The masking process is no child of SGLang (SGLang kills its own process tree when it stops) and ignores SIGTERM,
 SIGINT, SIGHUP and SIGQUIT (systemd sends SIGTERM to the whole unit): it ends when the last writer has closed the

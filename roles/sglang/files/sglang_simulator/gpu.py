@@ -1,6 +1,6 @@
 """GPU mode of the SGLang simulator: it touches the GPUs the way SGLang does.
 
-Used by sglang_simulator.py when the host has an NVIDIA driver and the interpreter has PyTorch with CUDA
+Used by the simulator (lifecycle.py) when the host has an NVIDIA driver and the interpreter has PyTorch with CUDA
 (``--sim-gpu auto``), or always (``--sim-gpu on``). Like SGLang's scheduler processes, one process per local
 rank (tp-size x pp-size / nnodes of them, rank r on GPU r) does the GPU work while the main process serves HTTP:
 
