@@ -25,12 +25,10 @@ from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
 import sglang_parser
 from sglang_venv import SGLANG_PYTHON, SGLANG_SITE, requires_real_sglang
 
-ROOT = Path(__file__).resolve().parents[2]
-FILES = ROOT / "roles" / "sglang" / "files"
-SIMULATOR = FILES / "sglang_simulator"
-sys.path.insert(0, str(FILES))
+from simulator_process import SIMULATOR
+from sglang_simulator import api, log, options, serving
 
-from sglang_simulator import api, log, options, serving  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.sglang_real, requires_real_sglang]
 

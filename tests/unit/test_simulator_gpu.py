@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-FILES = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files"
-sys.path.insert(0, str(FILES))
-
-from sglang_simulator import gpu, options  # noqa: E402
+from simulator_process import SIMULATOR
+from sglang_simulator import gpu, options
 
 
 def settings(**over):
@@ -97,13 +95,43 @@ def test_an_idle_engine_runs_no_step():
 def test_gpu_on_without_a_driver_fails_like_a_start_up_error(tmp_path):
     if Path(gpu.NVIDIA_DRIVER_VERSION_FILE).exists():
         pytest.skip("this machine has an NVIDIA driver")
-    proc = subprocess.run([sys.executable, str(FILES / "sglang_simulator"), "--model-path", "m", "--sim-gpu", "on",
+    proc = subprocess.run([sys.executable, str(SIMULATOR), "--model-path", "m", "--sim-gpu", "on",
                            "--sim-load-seconds", "0"], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "--sim-gpu on: no NVIDIA driver loaded (/proc/driver/nvidia/version is missing)" in proc.stderr
 
 
 def test_gpu_mode_choice_is_validated():
-    proc = subprocess.run([sys.executable, str(FILES / "sglang_simulator"), "--model-path", "m",
+    proc = subprocess.run([sys.executable, str(SIMULATOR), "--model-path", "m",
                            "--sim-gpu", "maybe", "--sim-check-only"], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "argument --sim-gpu: invalid choice: 'maybe'" in proc.stderr
+
+
+def test_only_the_rank_processes_import_torch():
+    """The server (CPU mode and GPU mode's main process) never imports torch: it would take CUDA in the process that
+    serves HTTP, and a host without PyTorch could not run the simulator at all."""
+    script = ("import sys; from sglang_simulator import __main__, gpu, lifecycle; "
+              "print(sorted(name for name in sys.modules if name.split('.')[0] in ('torch', 'pynvml')))")
+    done = subprocess.run([sys.executable, "-c", script], env={"PYTHONPATH": str(SIMULATOR.parent)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout == "[]\n", done.stderr
+
+
+def test_a_rank_process_imports_the_package_afresh_from_where_the_server_found_it(tmp_path):
+    """Rank processes are spawned: each imports this package by its name. A stand-in torch that fails on import shows
+    that a rank got as far as PyTorch (its traceback on stderr, as SGLang's scheduler prints one)."""
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise RuntimeError('the stand-in torch of the test')\n")
+    script = ("import sys; from sglang_simulator import gpu, options\n"
+              "args, settings = options.parse_args(['--model-path', 'm'], {})\n"
+              "ranks = gpu.GpuRanks(gpu.local_rank_specs(args, settings, True, 1))\n"
+              "ranks.start()\n"
+              "ranks.processes[0].join(60)\n"
+              "sys.exit(ranks.processes[0].exitcode)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
+                          env={"PYTHONPATH": "%s:%s" % (SIMULATOR.parent, fake.parent)},
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "TP0] Scheduler hit an exception: Traceback" in done.stderr, done.stderr
+    assert "RuntimeError: the stand-in torch of the test" in done.stderr, done.stderr

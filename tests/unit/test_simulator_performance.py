@@ -1,17 +1,12 @@
 """The simulator's performance model reproduces every published measurement of the seed machine class (within 30%),
 keeps the layouts in their measured order, and follows SGLang's pipeline semantics."""
-import sys
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_facts as facts
 
-FILES = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files"
-sys.path.insert(0, str(FILES))
-
-from sglang_simulator.options import parse_args  # noqa: E402
-from sglang_simulator.performance import PerformanceModel  # noqa: E402
+from sglang_simulator.options import parse_args
+from sglang_simulator.performance import GPU_AVAIL_GB, PerformanceModel, weight_gb
 
 LINKS = {"pcie": "pcie", "pcie-custom-allreduce": "pcie-custom-allreduce", "nvlink": "nvlink"}
 
@@ -96,6 +91,14 @@ def test_graphs_off_make_every_step_slower_whatever_turned_them_off():
 
 def test_no_running_request_means_no_throughput():
     assert model("--pp-size", "8").throughput(0) == 0.0
+
+
+def test_the_weights_are_shared_by_the_ranks_and_never_fill_a_gpu():
+    def weights(*flags):
+        return weight_gb(parse_args(["--model-path", "m", *flags], {})[0])
+    assert weights("--tp-size", "8") == pytest.approx(594.0 / 8)
+    assert weights("--tp-size", "4", "--pp-size", "2") == weights("--pp-size", "8")
+    assert weights() == pytest.approx(GPU_AVAIL_GB * 0.8)  # one GPU: what is left for the KV cache stays > 0
 
 
 def predictions():

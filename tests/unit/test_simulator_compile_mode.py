@@ -1,4 +1,4 @@
-"""The SGLang simulator's compile mode (--sim-compile-deep-gemm), the stand-in for SGLang 0.5.23's
+"""The SGLang simulator's compile mode (compile_mode.py, --sim-compile-deep-gemm), the stand-in for SGLang 0.5.23's
 ``python -m sglang.compile_deep_gemm``: run for real as a process on a free loopback port, its server a child
 process."""
 import json
@@ -9,17 +9,12 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 import yaml
 
-FILES = Path(__file__).resolve().parents[2] / "roles" / "sglang" / "files"
-SIMULATOR = FILES / "sglang_simulator"
-sys.path.insert(0, str(FILES))
-
-from sglang_simulator import compile_mode, options  # noqa: E402
-from test_simulator import free_port, port_open, wait_until  # noqa: E402
+from simulator_process import SIMULATOR, free_port, port_open, wait_until
+from sglang_simulator import compile_mode, options
 
 FAST = {
     "SGLANG_SIM_LOAD_SECONDS": "0.2",
@@ -225,3 +220,26 @@ def test_the_servers_flags_parse_back_to_the_compiles_options(tmp_path, capsys):
     assert not any(API_KEY in flag for flag in flags)
     assert args.cuda_graph_config == {"decode": {"max_bs": 64, "backend": "disabled"},
                                       "prefill": {"backend": "disabled"}}
+
+
+def test_deep_gemm_keeps_its_kernels_where_sglang_points_it():
+    assert compile_mode.deep_gemm_cache_dir({"SGLANG_DG_CACHE_DIR": "/dg", "SGLANG_CACHE_DIR": "/c"}) == "/dg"
+    assert compile_mode.deep_gemm_cache_dir({"SGLANG_CACHE_DIR": "/c"}) == "/c/deep_gemm"
+    assert compile_mode.deep_gemm_cache_dir({}) == os.path.expanduser("~/.cache/sglang/deep_gemm")
+
+
+def test_the_same_options_name_the_same_kernels_wherever_the_server_listens(tmp_path):
+    args = options.parse_args(["--model-path", "m", "--tp-size", "2"], {})[0]
+    environ = {"SGLANG_DG_CACHE_DIR": str(tmp_path)}
+    first = compile_mode.write_simulated_kernels(args, environ)
+    args.port, args.host = 1, "0.0.0.0"
+    assert compile_mode.write_simulated_kernels(args, environ) == first
+    args.tp_size = 4
+    assert compile_mode.write_simulated_kernels(args, environ) != first
+
+
+def test_its_server_is_this_package_in_launch_mode():
+    args, settings, timeout = compile_mode.parse_compile_args(["--model-path", "m", "--sim-compile-deep-gemm"], {})
+    argv = compile_mode.DeepGemmCompilation(args, settings, timeout, {}).server_argv()
+    assert argv[:3] == [sys.executable, str(SIMULATOR), "--model-path=m"]
+    assert compile_mode.COMPILE_FLAG not in argv
