@@ -57,41 +57,18 @@ mem-fraction-static of its GPU, captures a real CUDA graph, and runs real GPU wo
 NCCL between pipeline stages. Without it the simulator never touches a GPU.
 
 Performance model (CPU mode, ``--sim-tokens-per-second model``): every running request gets one token per decode
-step, timed on SGLang 0.5.23's semantics for Kimi K2.6 on 8 GPUs of the RTX PRO 6000 class (PerformanceModel):
-
-- decode is bound by reading weights: a layer costs weight_ms / tp plus request_ms x batch / tp (each request
-  activates its own experts), plus the launch cost of a layer (small with decode CUDA graphs, large without), plus
-  with tp > 1 the layer's two all-reduces, costed by the link (PCIe, NVLink);
-- the pipeline scheduler keeps pp_size + pp-async-batch-depth micro-batch slots (scheduler_pp_mixin.py
-  init_pp_loop_state), so with R requests min(R, pp + depth) micro-batches are in flight and a step cycle is the
-  longer of one micro-batch's pass through the stages and the last stage's work for all of them; the last stage
-  also processes each micro-batch's outputs serially (PP turns the overlap schedule off), and a depth >= 1 lets part
-  of that overlap other micro-batches' GPU work (event_loop_pp's docstring); with one request there is nothing to
-  overlap, whatever the depth;
-- with pp-size 1 the overlap schedule hides the CPU's work behind the GPU's.
-
-The constants are fitted to the published measurements of that machine class (the seed's PP8 runs, SGLang and
-vLLM TP8; module_utils/sglang_perf_facts.py MEASUREMENTS, held within 30% in tests/unit/test_simulator_performance.py).
-They describe that machine class, not any other.
+step, timed on SGLang 0.5.23's semantics for Kimi K2.6 on 8 GPUs of the RTX PRO 6000 class (performance.py says
+how, and what the constants are fitted to).
 
 ``--sim-check-only`` only parses and validates the options, then exits (0 when valid).
 
 Compile mode (``--sim-compile-deep-gemm``, anywhere in the arguments) stands for SGLang 0.5.23's
-``python -m sglang.compile_deep_gemm`` as the deployer runs it (plugins/module_utils/sglang_deepgemm.py)::
+``python -m sglang.compile_deep_gemm`` (compile_mode.py says how).
 
-    python sglang_simulator --sim-compile-deep-gemm --config /etc/sglang/k26.yaml --port 41234 --timeout 1800 \
-        --host 127.0.0.1
-
-It takes the options of launch mode plus compile_deep_gemm's ``--timeout`` (seconds, default 3600; launch mode
-refuses it), less the API keys and TLS options, prints what the real one prints on stdout and starts this package in
-launch mode as its server, with CUDA graphs and torch.compile off, the same environment and its own stdout and
-stderr. It polls http://host:port/v1/models without a key until 200, sends one /generate request, writes stand-in
-kernel files into DeepGEMM's cache (SGLANG_DG_CACHE_DIR, else $SGLANG_CACHE_DIR/deep_gemm, else
-~/.cache/sglang/deep_gemm), says "DeepGEMM Kernels compilation finished successfully.", stops the server and exits
-0. A /generate that fails ends it with a RuntimeError traceback (exit 1). After --timeout it prints the
-TimeoutError traceback and, like the real one, whose server is a non-daemon child process, never exits while its
-server lives (a hung server: a hang until a deadline stops it), else exits 1. SIGTERM or SIGINT goes on to the
-server, which stops; then the signal's default action ends the process.
+The modules, each with its tests in tests/unit/test_simulator_<module>.py: options (the parser, from
+sglang_server_options.json), checks (SGLang's checks and error texts), performance, serving (metrics, pacing), api
+(routes), transport (HTTP), signals, rendezvous (multi-node), lifecycle (start-up, life, main), compile_mode, gpu
+and log; __main__ runs it. VERSION below is the one home of the simulator's version.
 
 Needs only the Python 3.11 standard library, PyYAML and sglang_server_options.json in this package.
 """

@@ -1,4 +1,20 @@
-"""Compile mode (--sim-compile-deep-gemm): SGLang 0.5.23's python -m sglang.compile_deep_gemm."""
+"""Compile mode (``--sim-compile-deep-gemm``, anywhere in the arguments) stands for SGLang 0.5.23's
+``python -m sglang.compile_deep_gemm`` as the deployer runs it (plugins/module_utils/sglang_deepgemm.py)::
+
+    python sglang_simulator --sim-compile-deep-gemm --config /etc/sglang/k26.yaml --port 41234 --timeout 1800 \
+        --host 127.0.0.1
+
+It takes the options of launch mode plus compile_deep_gemm's ``--timeout`` (seconds, default 3600; launch mode
+refuses it), less the API keys and TLS options, prints what the real one prints on stdout and starts this package in
+launch mode as its server, with CUDA graphs and torch.compile off, the same environment and its own stdout and
+stderr. It polls http://host:port/v1/models without a key until 200, sends one /generate request, writes stand-in
+kernel files into DeepGEMM's cache (SGLANG_DG_CACHE_DIR, else $SGLANG_CACHE_DIR/deep_gemm, else
+~/.cache/sglang/deep_gemm), says "DeepGEMM Kernels compilation finished successfully.", stops the server and exits
+0. A /generate that fails ends it with a RuntimeError traceback (exit 1). After --timeout it prints the
+TimeoutError traceback and, like the real one, whose server is a non-daemon child process, never exits while its
+server lives (a hung server: a hang until a deadline stops it), else exits 1. SIGTERM or SIGINT goes on to the
+server, which stops; then the signal's default action ends the process.
+"""
 
 import argparse
 import hashlib

@@ -1,4 +1,23 @@
-"""The performance model: how long a decode step takes, and how much GPU memory the weights take."""
+"""The performance model: how long a decode step takes, and how much GPU memory the weights take.
+
+Performance model (CPU mode, ``--sim-tokens-per-second model``): every running request gets one token per decode
+step, timed on SGLang 0.5.23's semantics for Kimi K2.6 on 8 GPUs of the RTX PRO 6000 class (PerformanceModel):
+
+- decode is bound by reading weights: a layer costs weight_ms / tp plus request_ms x batch / tp (each request
+  activates its own experts), plus the launch cost of a layer (small with decode CUDA graphs, large without), plus
+  with tp > 1 the layer's two all-reduces, costed by the link (PCIe, NVLink);
+- the pipeline scheduler keeps pp_size + pp-async-batch-depth micro-batch slots (scheduler_pp_mixin.py
+  init_pp_loop_state), so with R requests min(R, pp + depth) micro-batches are in flight and a step cycle is the
+  longer of one micro-batch's pass through the stages and the last stage's work for all of them; the last stage
+  also processes each micro-batch's outputs serially (PP turns the overlap schedule off), and a depth >= 1 lets part
+  of that overlap other micro-batches' GPU work (event_loop_pp's docstring); with one request there is nothing to
+  overlap, whatever the depth;
+- with pp-size 1 the overlap schedule hides the CPU's work behind the GPU's.
+
+The constants are fitted to the published measurements of that machine class (the seed's PP8 runs, SGLang and
+vLLM TP8; module_utils/sglang_perf_facts.py MEASUREMENTS, held within 30% in tests/unit/test_simulator_performance.py).
+They describe that machine class, not any other.
+"""
 
 import math
 from dataclasses import dataclass
