@@ -15,6 +15,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.collections import is_string
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.k26.deploy.plugins.plugin_utils.k26_bad_input import BAD_INPUT_KEY
+
 #: the inventory variable of rule id -> severity (documented in playbooks/vars/play_variables.yml)
 OVERRIDES_VARIABLE = 'k26_preflight_severity_overrides'
 #: the variable of the last tune report (documented in playbooks/vars/play_variables.yml)
@@ -25,7 +27,8 @@ def combined_overrides(task_overrides, inventory_overrides):
     """The task's overrides with the inventory's on top; a value that is not a mapping is refused."""
     for name, value in (('severity_overrides', task_overrides), (OVERRIDES_VARIABLE, inventory_overrides)):
         if value is not None and (is_string(value) or not hasattr(value, 'items')):
-            raise AnsibleActionFail('%s must be a mapping of rule id to severity, got %r' % (name, value))
+            raise AnsibleActionFail('%s must be a mapping of rule id to severity, got %r' % (name, value),
+                                    result={BAD_INPUT_KEY: True})
     combined = dict(task_overrides or {})
     combined.update(inventory_overrides or {})
     return combined
@@ -36,7 +39,8 @@ def tune_report_for(report, host):
     if report is None:
         return None
     if is_string(report) or not hasattr(report, 'get'):
-        raise AnsibleActionFail('%s must be a k26deploy tune report (a mapping), got %r' % (TUNE_REPORT_VARIABLE, report))
+        raise AnsibleActionFail('%s must be a k26deploy tune report (a mapping), got %r' % (TUNE_REPORT_VARIABLE, report),
+                                result={BAD_INPUT_KEY: True})
     return dict(report) if host in (report.get('hosts') or []) else None
 
 

@@ -1,7 +1,7 @@
 """Filter for the service account and directories (plugins/module_utils/sglang_host_inputs.py holds the rules)."""
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_host_inputs, sglang_rollback_store
+from ansible_collections.k26.deploy.plugins.plugin_utils.k26_bad_input import BadInputError
 
 
 def host_input_problems(getent, user, group, home, directories, root_only, existing_ok=False, missing=()):
@@ -13,14 +13,14 @@ def host_input_problems(getent, user, group, home, directories, root_only, exist
                                            getent.get('group') or {}, root_only, bool(existing_ok),
                                            list(missing or []))
     except (AttributeError, IndexError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError('sglang_host_input_problems: %s' % exc)
+        raise BadInputError('sglang_host_input_problems: %s' % exc)
 
 
 def writable_overlaps(path, name, writable):
     """PATH (the variable NAME), a directory root writes into -> why it may not overlap the directories the service
     account can write (WRITABLE: {variable: directory or list}); [] when it overlaps none."""
     if not isinstance(writable, dict):
-        raise AnsibleFilterError('sglang_writable_overlaps: the writable directories must be a mapping')
+        raise BadInputError('sglang_writable_overlaps: the writable directories must be a mapping')
     return sglang_rollback_store.writable_overlaps(name, path, writable)
 
 

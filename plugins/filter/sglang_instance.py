@@ -1,8 +1,8 @@
 """Filters for multi-node model instances (plugins/module_utils/sglang_instance.py holds the logic)."""
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_instance, sglang_outcome
 from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import instance_findings, with_findings
+from ansible_collections.k26.deploy.plugins.plugin_utils.k26_bad_input import BadInputError
 
 
 def instance_plan(host, group, hosts, explicit_ranks=None, addresses=None, port=20000, dist_init_addr='',
@@ -10,7 +10,7 @@ def instance_plan(host, group, hosts, explicit_ranks=None, addresses=None, port=
     try:
         return sglang_instance.plan(host, group, hosts, explicit_ranks, addresses, port, dist_init_addr, play_hosts)
     except sglang_instance.InstanceError as exc:
-        raise AnsibleFilterError(str(exc))
+        raise BadInputError(str(exc))
 
 
 def instance_address(host_vars):

@@ -8,9 +8,9 @@ preflight rules read too); these filters only say its errors as Ansible's.
 
 import functools
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_deepgemm, sglang_layout
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_options as options_knowledge
+from ansible_collections.k26.deploy.plugins.plugin_utils.k26_bad_input import BadInputError
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     api_key_problem,
     client_host,
@@ -21,13 +21,13 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
 
 def _filter(function):
     """``function`` (module_utils/sglang_options, the one home of the option logic) as a filter: its OptionsError
-    is Ansible's filter error."""
+    is Ansible's filter error, marked as bad input (BadInputError)."""
     @functools.wraps(function)
     def run(*args, **kwargs):
         try:
             return function(*args, **kwargs)
         except options_knowledge.OptionsError as exc:
-            raise AnsibleFilterError(str(exc)) from None
+            raise BadInputError(str(exc)) from None
     return run
 
 
@@ -38,7 +38,7 @@ option_problems = _filter(options_knowledge.option_problems)
 def attention_backend_for(compute_capability, mla=True):
     """The attention backend SGLang picks for an MLA model on this GPU generation, or '' to let SGLang decide."""
     if compute_capability and options_knowledge.compute_capability_major(compute_capability) is None:
-        raise AnsibleFilterError("compute capability %r is not like '12.0'" % (compute_capability,))
+        raise BadInputError("compute capability %r is not like '12.0'" % (compute_capability,))
     return default_attention_backend(compute_capability, mla)
 
 
@@ -48,7 +48,7 @@ def loader_config(setting, profile_choice, cpus, gpus):
         return options_knowledge.loader_extra_config(
             options_knowledge.load_threads(setting, profile_choice, cpus, gpus))
     except options_knowledge.LoadThreadsError as exc:
-        raise AnsibleFilterError(str(exc))
+        raise BadInputError(str(exc))
 
 
 def redact_log_lines(lines, secrets=()):
@@ -69,7 +69,7 @@ def layout_for(gpu_facts, gpus, nnodes=1, tp=sglang_layout.AUTO, pp=sglang_layou
     try:
         return sglang_layout.choose((gpu_facts or {}).get("topology"), gpus, nnodes, tp, pp)
     except (TypeError, ValueError) as error:
-        raise AnsibleFilterError("sglang_layout: tp-size and pp-size must be whole numbers or 'auto' (%s)" % error)
+        raise BadInputError("sglang_layout: tp-size and pp-size must be whole numbers or 'auto' (%s)" % error)
 
 
 def cache_env_for(cache_dir, sglang_version, compute_capabilities):
@@ -78,7 +78,7 @@ def cache_env_for(cache_dir, sglang_version, compute_capabilities):
         directory = sglang_deepgemm.cache_release_dir(cache_dir, sglang_version, compute_capabilities)
         return sglang_deepgemm.cache_env(directory)
     except ValueError as exc:
-        raise AnsibleFilterError("sglang_cache_env: %s" % exc) from None
+        raise BadInputError("sglang_cache_env: %s" % exc) from None
 
 
 class FilterModule:

@@ -2,8 +2,8 @@
 
 from urllib.parse import urlsplit
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import open_endpoint_problem
+from ansible_collections.k26.deploy.plugins.plugin_utils.k26_bad_input import BadInputError
 
 
 def replica_url(replica, endpoint=None):
@@ -13,7 +13,7 @@ def replica_url(replica, endpoint=None):
     name = replica.get("inventory_hostname")
     endpoint = endpoint or (replica.get("sglang_service_result") or {}).get("endpoint")
     if not endpoint:
-        raise AnsibleFilterError("replica %s has no endpoint: deploy it (or ask its status) in the same run" % name)
+        raise BadInputError("replica %s has no endpoint: deploy it (or ask its status) in the same run" % name)
     parts = urlsplit(endpoint)
     address = replica.get("sglang_router_worker_address") or replica.get("ansible_host") or name
     host = "[%s]" % address if ":" in address else address

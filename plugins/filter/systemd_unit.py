@@ -1,8 +1,8 @@
 """Filters that check and write inventory values into systemd units and EnvironmentFiles
 (plugins/module_utils/systemd_unit_values.py holds the rules)."""
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.k26.deploy.plugins.module_utils import systemd_unit_values as values
+from ansible_collections.k26.deploy.plugins.plugin_utils.k26_bad_input import BadInputError
 
 
 def value_problems(checks):
@@ -10,12 +10,12 @@ def value_problems(checks):
     try:
         return values.problems(checks)
     except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError('systemd_value_problems: %s' % exc)
+        raise BadInputError('systemd_value_problems: %s' % exc)
 
 
 def environment_problems(environment, name, allowed=()):
     if not isinstance(environment, dict):
-        raise AnsibleFilterError('%s must be a mapping of variable names to values' % name)
+        raise BadInputError('%s must be a mapping of variable names to values' % name)
     return values.environment_problems(name, environment, allowed)
 
 

@@ -83,6 +83,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+k26_bad_input:
+  description: Set when the module fails (SGLang refuses the options, or the interpreter or simulator is missing);
+    k26deploy reads it as bad input (exit code 2).
+  returned: failure
+  type: bool
+  sample: true
 ok:
   description: Whether SGLang (or the simulator) accepted the options.
   returned: always
@@ -160,7 +166,8 @@ def main():
     python = (params["simulator_python"] or params["python"] or "/usr/bin/python3") if simulator else params["python"]
     for path, what, exists in ((python, "interpreter", os.path.isfile), (simulator, "simulator", os.path.exists)):
         if path and not exists(path):
-            module.fail_json(msg="%s %s not found" % (what, path), ok=False, error="%s %s not found" % (what, path))
+            module.fail_json(msg="%s %s not found" % (what, path), ok=False, error="%s %s not found" % (what, path),
+                             k26_bad_input=True)
 
     def runner(argv):
         return module.run_command(argv, environ_update={"PYTHONUNBUFFERED": "1", "LC_ALL": "C.UTF-8"})
@@ -173,7 +180,7 @@ def main():
         module.warn("%s is not an SGLang option; argparse accepted it as the abbreviation of a longer flag. "
                     "Spell the option out: the next SGLang release may make it ambiguous." % flag)
     if not result["ok"]:
-        module.fail_json(msg="SGLang refuses these options: %s" % result["error"], **out)
+        module.fail_json(msg="SGLang refuses these options: %s" % result["error"], k26_bad_input=True, **out)
     module.exit_json(**out)
 
 

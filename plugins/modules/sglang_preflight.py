@@ -172,6 +172,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+k26_bad_input:
+  description: Set when the module fails (an error finding, or an unknown rule id or severity); k26deploy reads it as
+    bad input (exit code 2).
+  returned: failure
+  type: bool
+  sample: true
 findings:
   description: The findings, errors first, then warnings, then notes.
   returned: always
@@ -446,7 +452,8 @@ def main():
                  if k not in RULE_IDS or v not in SEVERITIES + (SEVERITY_OFF,))
     if bad:
         module.fail_json(msg="severity_overrides: unknown rule id or severity: %s (rules: %s; severities: %s)"
-                         % (", ".join(bad), ", ".join(RULE_IDS), ", ".join(SEVERITIES + (SEVERITY_OFF,))))
+                         % (", ".join(bad), ", ".join(RULE_IDS), ", ".join(SEVERITIES + (SEVERITY_OFF,))),
+                         k26_bad_input=True)
 
     gpu = params["gpu_facts"]
     if not gpu or "gpu_count" not in gpu:
@@ -491,7 +498,8 @@ def main():
     )
     if result["error_count"]:
         module.fail_json(msg="preflight found %d error(s): %s" % (
-            result["error_count"], ", ".join(f["id"] for f in findings if f["severity"] == ERROR)), **result)
+            result["error_count"], ", ".join(f["id"] for f in findings if f["severity"] == ERROR)),
+            k26_bad_input=True, **result)
     module.exit_json(**result)
 
 

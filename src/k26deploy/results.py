@@ -19,12 +19,12 @@ Exit codes (``RunResult.exit_code``), in order of precedence:
 
 ===  ==========================================================================
 130  cancelled (Ctrl-C / SIGTERM / ``cancel_event``)
-2    bad input: role argument validation (``validate_argument_spec``), the
-     preflight module (``sglang_preflight``) or an input check (assert/fail in
-     playbooks/preflight.yml or a role's tasks/options.yml, validate*.yml,
-     preflight*.yml; see ``is_bad_input_failure``) failed, the playbook or
-     inventory was not found, or Ansible rejected the playbook/options
-     (rc 4/5 with no play run)
+2    bad input: role argument validation (``validate_argument_spec``) or a
+     task whose result says so (``k26_bad_input: true``: the input checks
+     ``k26.deploy.input_check``, ``sglang_preflight``, ``sglang_args_check``,
+     a filter refusing the input; see ``is_bad_input_failure``) failed, the
+     playbook or inventory was not found, or Ansible rejected the
+     playbook/options (rc 4/5 with no play run)
 4    at least one host unreachable
 3    timed out: a host's readiness reason is ``timeout`` or ``warmup_failed``
 1    failed: any other failed host, a host reported ``ready: false``
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -60,7 +59,8 @@ EXIT_CODES = {
 #: readiness reasons that mean "waited and gave up" rather than "saw it fail"
 TIMEOUT_REASONS = frozenset({"timeout", "warmup_failed"})
 
-#: task actions whose failure means "the input was wrong, nothing was changed"
+#: Ansible's own argument validation: its failure means "the input was wrong, nothing was changed" (its result
+#: cannot carry the collection's mark)
 BAD_INPUT_ACTIONS = frozenset(
     {
         "validate_argument_spec",
@@ -68,6 +68,9 @@ BAD_INPUT_ACTIONS = frozenset(
         "ansible.legacy.validate_argument_spec",
     }
 )
+
+#: the key of a failed task's result that marks bad input (plugins/plugin_utils/k26_bad_input.py sets it)
+BAD_INPUT_KEY = "k26_bad_input"
 
 #: ansible-playbook return codes for a parser error and an options error
 ANSIBLE_RC_PARSER_ERROR = 4
@@ -127,35 +130,16 @@ def is_progress_action(task_action: str | None) -> bool:
     return bool(task_action) and str(task_action).rsplit(".", maxsplit=1)[-1] in ("sglang_ready", "sglang_benchmark")
 
 
-def is_bad_input_action(task_action: str | None) -> bool:
-    """True for tasks whose failure means bad input: argument validation and preflight."""
-    if not task_action:
-        return False
-    action = str(task_action)
-    return action in BAD_INPUT_ACTIONS or action.rsplit(".", maxsplit=1)[-1] in ("sglang_preflight", "sglang_args_check")
-
-
-#: these files only compute and check inputs (the roles' option checks, a node's place in its multi-node instance,
-#: the preflight play): any failure there (an assert, or a filter refusing an option) is bad input
-BAD_INPUT_TASK_PATH = re.compile(
-    r"(^|/)(playbooks/preflight|roles/[^/]+/tasks/(options|instance|validate[^/]*|preflight[^/]*))\.ya?ml(:\d+)?$"
-)
-
-
-def is_bad_input_failure(task_action: str | None, task_path: str | None = None,
-                         res: Mapping[str, Any] | None = None) -> bool:
+def is_bad_input_failure(task_action: str | None, res: Mapping[str, Any] | None = None) -> bool:
     """Does this failed task mean "the input is wrong, nothing was changed"?
 
-    * ``validate_argument_spec`` (role argument specs), the ``sglang_preflight`` or ``sglang_args_check`` module;
-    * any task from ``playbooks/preflight.yml`` or from a role's ``tasks/options.yml``, ``tasks/instance.yml``,
-      ``tasks/validate*.yml`` or ``tasks/preflight*.yml``;
-    * any task whose result carries ``k26_bad_input: true``.
+    Only when the task says so: Ansible's ``validate_argument_spec`` (role argument specs), or a result that
+    carries ``k26_bad_input: true`` (``k26.deploy.input_check``, ``sglang_preflight``, ``sglang_args_check``, a
+    filter of the collection that refused the input). Which file the task came from, or its name, does not count.
     """
-    if is_bad_input_action(task_action):
+    if task_action and str(task_action) in BAD_INPUT_ACTIONS:
         return True
-    if isinstance(res, Mapping) and res.get("k26_bad_input") is True:
-        return True
-    return bool(task_path and BAD_INPUT_TASK_PATH.search(str(task_path)))
+    return isinstance(res, Mapping) and res.get(BAD_INPUT_KEY) is True
 
 
 def _text(value: Any) -> str | None:
@@ -473,7 +457,7 @@ class ResultBuilder:
             track.last_status = "failed"
             if not data.get("ignore_errors"):
                 track.failures.append({"task": task, "action": action, "res": dict(res),
-                                       "bad_input": is_bad_input_failure(action, data.get("task_path"), res)})
+                                       "bad_input": is_bad_input_failure(action, res)})
         elif name == "runner_on_unreachable":
             track.last_status = "unreachable"
             track.unreachable = {"task": task, "action": action, "res": dict(res)}

@@ -257,9 +257,8 @@ def test_ignored_failure_is_not_a_failure_without_stats():
     assert not result.hosts["gpu-01"].failed
 
 
-@pytest.mark.parametrize("action", ["ansible.builtin.validate_argument_spec", "validate_argument_spec",
-                                    "sglang_preflight", "local.k26.sglang_preflight"])
-def test_bad_input_actions_map_to_exit_2(action):
+@pytest.mark.parametrize("action", ["ansible.builtin.validate_argument_spec", "validate_argument_spec"])
+def test_argument_validation_maps_to_exit_2(action):
     events = [
         event("runner_on_failed", "gpu-01", "Validating arguments against arg spec main", action,
               {"failed": True, "msg": "Validation of arguments failed:\nvalue of sglang_attention_backend must be one of: ..."}),
@@ -272,25 +271,42 @@ def test_bad_input_actions_map_to_exit_2(action):
     assert result.exit_code == EXIT_BAD_INPUT
 
 
-@pytest.mark.parametrize("action,path,bad", [
-    ("ansible.builtin.assert", "/p/roles/sglang_service/tasks/options.yml:39", True),
-    ("ansible.builtin.fail", "/p/playbooks/preflight.yml:12", True),
-    ("assert", "roles/nvidia_cuda/tasks/validate_inputs.yml:3", True),
-    ("ansible.builtin.assert", "/p/roles/nvidia_cuda/tasks/verify.yml:20", False),
-    ("ansible.builtin.set_fact", "/p/roles/sglang_service/tasks/options.yml:10", True),
-    ("ansible.builtin.set_fact", "/p/roles/sglang_service/tasks/instance.yml:10", True),
-    ("sglang_args_check", "/p/roles/sglang_service/tasks/check_args.yml:2", True),
-    ("ansible.builtin.command", "/p/roles/sglang_service/tasks/files.yml:10", False),
-    ("ansible.builtin.fail", "/p/roles/sglang_service/tasks/rollback.yml:5", False),
-])
-def test_input_checks_in_known_files_are_bad_input(action, path, bad):
-    res = {"failed": True, "evaluated_to": False, "assertion": "problems | length == 0",
-           "msg": "Bad SGLang configuration for k26-demo: port 70000 is out of range: choose 1-65535"}
+INPUT_CHECK_RES = {"failed": True, "evaluated_to": False, "assertion": "problems | length == 0",
+                   "msg": "Bad SGLang configuration for k26-demo: port 70000 is out of range: choose 1-65535"}
+#: where such a task may stand: the exit code must be the same from every one of them
+TASK_PATHS = ["/p/roles/sglang_service/tasks/options.yml:39", "/p/roles/sglang_service/tasks/steps/options.yml:39",
+              "/p/playbooks/preflight.yml:12", "roles/nvidia_cuda/tasks/validate_inputs.yml:3",
+              "/p/roles/nvidia_cuda/tasks/verify.yml:20", "/p/roles/sglang_service/tasks/rollback.yml:5", None]
+
+
+def _failed_run(action, res, path):
     events = [event("runner_on_failed", "k26-demo", "Refuse options that cannot work", action, res, task_path=path),
               stats(failures={"k26-demo": 1})]
-    result = build_run_result(events, playbook=PLAYBOOK, status="failed", rc=2)
-    assert result.hosts["k26-demo"].bad_input is bad
-    assert result.exit_code == (EXIT_BAD_INPUT if bad else EXIT_FAILED)
+    return build_run_result(events, playbook=PLAYBOOK, status="failed", rc=2)
+
+
+@pytest.mark.parametrize("path", TASK_PATHS)
+@pytest.mark.parametrize("action,marked", [
+    ("k26.deploy.input_check", True), ("ansible.builtin.assert", False), ("ansible.builtin.fail", False),
+    ("ansible.builtin.set_fact", True), ("ansible.builtin.set_fact", False), ("k26.deploy.sglang_preflight", True),
+    ("sglang_preflight", False), ("k26.deploy.sglang_args_check", True), ("ansible.builtin.command", False),
+])
+def test_only_the_failed_result_says_bad_input_not_the_task_file(action, marked, path):
+    """The task's file (or a preflight-ish action without the mark) does not make a failure bad input: a result
+    with k26_bad_input: true does, from any file; without it, the same failure is a plain failure from any file."""
+    res = dict(INPUT_CHECK_RES, k26_bad_input=True) if marked else dict(INPUT_CHECK_RES)
+    result = _failed_run(action, res, path)
+    assert result.hosts["k26-demo"].bad_input is marked
+    assert result.exit_code == (EXIT_BAD_INPUT if marked else EXIT_FAILED)
+
+
+def test_exit_code_does_not_follow_a_renamed_task_file():
+    """Moving an input check to another file (tasks/options.yml -> tasks/steps/options.yml) keeps exit code 2."""
+    res = dict(INPUT_CHECK_RES, k26_bad_input=True)
+    codes = {path: _failed_run("k26.deploy.input_check", res, path).exit_code for path in TASK_PATHS}
+    assert set(codes.values()) == {EXIT_BAD_INPUT}, codes
+    codes = {path: _failed_run("ansible.builtin.assert", dict(INPUT_CHECK_RES), path).exit_code for path in TASK_PATHS}
+    assert set(codes.values()) == {EXIT_FAILED}, codes
 
 
 def test_result_marker_is_bad_input():
