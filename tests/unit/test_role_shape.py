@@ -1,0 +1,42 @@
+"""The shape of the sglang_service role's tasks (issue 38; scripts/role_shape.py measures it): tasks/ holds the
+entry points that meta/argument_specs.yml names and nothing else, the steps they include lie in tasks/steps/."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROOT / "roles" / "sglang_service"
+
+_spec = importlib.util.spec_from_file_location("role_shape", ROOT / "scripts" / "role_shape.py")
+role_shape = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(role_shape)
+
+
+def test_tasks_holds_exactly_the_entry_points():
+    top = sorted(path.stem for path in (ROLE / "tasks").glob("*.yml"))
+    assert top == role_shape.entry_points(ROLE)
+    assert [path.name for path in (ROLE / "tasks").iterdir() if path.is_dir()] == ["steps"]
+
+
+def test_every_step_is_included_and_every_include_names_a_file():
+    """A step no entry point reaches is dead; an include of a file that is not there fails only when it runs."""
+    included = set()
+    for path in role_shape.task_files(ROLE) + [ROLE / "handlers" / "main.yml"]:
+        for action, target in role_shape.includes(path):
+            if target is None:
+                continue
+            assert (ROLE / "tasks" / target).is_file(), "%s: %s %s: no such file under tasks/" % (
+                path.relative_to(ROLE), action, target)
+            included.add(target)
+    steps = {str(path.relative_to(ROLE / "tasks")) for path in (ROLE / "tasks" / "steps").glob("*.yml")}
+    assert steps <= included, "steps nothing includes: %s" % sorted(steps - included)
+
+
+@pytest.mark.parametrize("path", sorted((ROLE / "tasks").rglob("*.yml")), ids=lambda p: str(p.relative_to(ROLE)))
+def test_includes_name_steps_by_their_path_under_tasks(path):
+    """Every include says steps/NAME.yml (or an entry point's NAME.yml): the same text from any file."""
+    for dummy, target in role_shape.includes(path):
+        if target is not None:
+            assert target.startswith("steps/") or Path(target).stem in role_shape.entry_points(ROLE), target
