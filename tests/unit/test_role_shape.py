@@ -5,6 +5,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "sglang_service"
@@ -40,3 +41,28 @@ def test_includes_name_steps_by_their_path_under_tasks(path):
     for dummy, target in role_shape.includes(path):
         if target is not None:
             assert target.startswith("steps/") or Path(target).stem in role_shape.entry_points(ROLE), target
+
+
+def _role_constants():
+    """Private names the role's vars/ (profiles too) and defaults define and no task file sets: the role's own
+    values, the same in every file, not handed from one file to another."""
+    defined = set()
+    for path in sorted((ROLE / "vars").rglob("*.yml")) + [ROLE / "defaults" / "main.yml"]:
+        defined |= {name for name in (yaml.safe_load(path.read_text()) or {}) if name.startswith("__sglang_service_")}
+    set_by_tasks = set().union(*(role_shape.names_set(path, ROLE.name) for path in role_shape.task_files(ROLE)))
+    return defined - set_by_tasks
+
+
+@pytest.mark.parametrize("path", sorted((ROLE / "tasks").rglob("*.yml")), ids=lambda p: str(p.relative_to(ROLE)))
+def test_in_lists_exactly_the_values_a_file_reads_and_does_not_set(path):
+    """A task file's header "In:" names every __sglang_service_* value it reads that it does not set itself
+    (register, set_fact, vars) and that is not one of the role's own vars, and nothing else."""
+    text = path.read_text()
+    reads = role_shape.names_read(path, ROLE.name) - role_shape.names_set(path, ROLE.name) - _role_constants()
+    listed = role_shape.in_names(text, ROLE.name)
+    assert sorted(listed - reads) == [], "the In: list names values the file does not read"
+    assert sorted(reads - listed) == [], "values the file reads without its In: list saying so"
+
+
+def test_no_value_is_handed_silently():
+    assert role_shape.silent_handovers(ROLE, ROLE.name) == {}
