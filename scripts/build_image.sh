@@ -23,12 +23,14 @@ if [ -z "$mirror" ]; then
 fi
 rootfs=$(mktemp -d /var/tmp/k26-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
-echo "[image] building $K26_IMAGE with debootstrap (about 70 s)"
+echo "[image] building $K26_IMAGE with debootstrap (about 90 s)"
 debootstrap --variant=minbase --include="$K26_IMAGE_PACKAGES" bookworm "$rootfs" "$mirror" > "$rootfs.log" 2>&1 || {
   tail -n 30 "$rootfs.log" >&2; rm -f "$rootfs.log"; exit 1; }
 rm -f "$rootfs.log"
 # A container has no console to log in on; keep the boot quiet and quick.
 chroot "$rootfs" systemctl mask getty.target systemd-logind.service console-getty.service >/dev/null 2>&1 || true
+# Prometheus runs only where the sglang_monitoring role enables it, not in every test container.
+chroot "$rootfs" systemctl disable prometheus.service >/dev/null
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
 tar -C "$rootfs" -c . | podman import --change 'CMD ["/lib/systemd/systemd"]' - "$K26_IMAGE" >/dev/null
 podman tag "$K26_IMAGE" "$CURRENT"

@@ -6,9 +6,11 @@ because it restarts the service.
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -171,6 +173,45 @@ def test_a_streamed_chat_completion_answers(host):
     assert events[-1] == "[DONE]"
     chunks = [json.loads(event) for event in events[:-1]]
     assert len(chunks) >= 2 and all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
+
+
+PROMETHEUS = "http://127.0.0.1:9090"
+DASHBOARD = ROOT / "roles" / "sglang_monitoring" / "files" / "sglang-dashboard.json"
+
+
+def prometheus(host, path):
+    return json.loads(host.check_output("curl -s %s" % shlex.quote(PROMETHEUS + path)))
+
+
+def sglang_names(text):
+    """sglang: names in PromQL, without the suffixes Prometheus adds to a histogram's series."""
+    return {re.sub(r"_(bucket|sum|count)$", "", name) for name in re.findall(r"sglang:[a-z_0-9]+", text)}
+
+
+# Labelled counters of events that a healthy server may never see: prometheus_client writes such a series from its
+# first event on (test_monitoring holds their names to SGLang's source).
+EVENT_COUNTERS = {"sglang:num_aborted_requests_total", "sglang:num_retracted_requests_total"}
+
+
+def test_prometheus_from_the_role_holds_the_real_servers_series_after_a_chat(host):
+    """Issue 39: the sglang_monitoring role's Prometheus, beside the real SGLang, scrapes its /metrics; after a chat,
+    the query API returns the prompt tokens it counted under SGLang's own name (sglang:*, which Debian 12's Prometheus
+    would store as sglang_* without the role's relabelling), and the dashboard queries only metrics it exposes."""
+    assert host.service("prometheus").is_running
+    chat(host)
+    chat(host, stream=True)
+    deadline = time.monotonic() + 120
+    while True:
+        reply = prometheus(host, "/api/v1/query?query=sglang:prompt_tokens_total")
+        counted = [series for series in reply["data"]["result"] if float(series["value"][1]) > 0]
+        if counted or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert counted and counted[0]["metric"]["job"] == "sglang", reply
+    assert counted[0]["metric"]["instance"] == HOST + ":30000", counted
+    scraped = set(prometheus(host, "/api/v1/label/__name__/values")["data"])
+    queried = sglang_names(DASHBOARD.read_text()) - EVENT_COUNTERS
+    assert queried and queried <= sglang_names(" ".join(scraped)), sorted(queried - sglang_names(" ".join(scraped)))
 
 
 def test_key_is_required(host):
