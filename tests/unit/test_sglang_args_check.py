@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args, sglang_options
 import sglang_parser
@@ -37,9 +38,18 @@ K26 = {
     "reasoning-parser": "kimi_k2",
     "cuda-graph-max-bs-decode": 64,
     "enable-metrics": True,
+    "uvicorn-access-log-exclude-prefixes": ["/metrics"],
     "disable-radix-cache": False,
     "api-key": "k26-test-secret-0123",
 }
+
+
+PROFILE = ROOT / "roles" / "sglang_service" / "vars" / "profiles" / "kimi_k26.yml"
+
+
+def test_the_option_set_checked_against_sglang_holds_the_k26_profile():
+    profile = yaml.safe_load(PROFILE.read_text())["__sglang_service_profile_options"]
+    assert profile.items() <= K26.items(), [item for item in profile.items() if item not in K26.items()]
 
 
 def check(options=None, content=None, extra_args=None, tmpdir=None):
@@ -60,6 +70,7 @@ def test_k26_options_pass(tmp_path):
     parsed = result["parsed"]
     assert parsed["pp_size"] == 8 and parsed["pp_async_batch_depth"] == 8
     assert parsed["attention_backend"] == "triton" and parsed["trust_remote_code"] is True
+    assert parsed["uvicorn_access_log_exclude_prefixes"] == ["/metrics"]
     assert list(tmp_path.iterdir()) == []  # the private config file is gone
 
 
