@@ -11,7 +11,8 @@ The record:
 * ``benchmark``: the benchmark sweep's result; ``benchmark_error``: why the sweep could not run;
 * ``restarted``: this run restarted the service (None when not known);
 * ``startup``: the start this run caused, as kept on the controller (phases, last good start, findings);
-* ``precompile``: the DeepGEMM precompile this run ran before its start (seconds, key, unit).
+* ``precompile``: the DeepGEMM precompile this run ran before its start (seconds, key, unit);
+* ``left_out``: why this run left the replica out of its routers instead of changing it (its GPUs' health).
 
 Every transition returns a new record; the one it is given may be None (a run that has not started one).
 """
@@ -29,7 +30,7 @@ class OutcomeError(ValueError):
 
 def start():
     return {'wait': None, 'failure': None, 'rollback': None, 'benchmark': None, 'benchmark_error': '',
-            'restarted': None, 'startup': None, 'precompile': None}
+            'restarted': None, 'startup': None, 'precompile': None, 'left_out': ''}
 
 
 def _next(outcome, **changes):
@@ -145,6 +146,14 @@ def precompiled(outcome, precompile):
     return _next(outcome, precompile=dict((name, (precompile or {}).get(name)) for name in keep))
 
 
+def left_out(outcome, why, routers):
+    """The replica was taken out of ``routers`` (the hosts of the routers that serve; none when no router serves
+    in front of it) and is not changed: ``why`` (its GPUs' health) is its failure."""
+    where = 'left out of its routers (%s) and ' % ', '.join(routers) if routers else ''
+    msg = '%snot restarted, so as not to start it again on the same fault: %s' % (where, why)
+    return failed(_next(outcome, left_out=msg), {'reason': 'gpu_health', 'journal_excerpt': [], 'msg': msg})
+
+
 _FROM_WAIT = ('reason', 'phase', 'model_ids', 'restarts', 'timeline', 'unit_state', 'last_log_line',
               'journal_excerpt', 'node')
 _WAIT_DEFAULTS = {'model_ids': [], 'restarts': 0, 'timeline': {}, 'unit_state': {}, 'last_log_line': '',
@@ -189,6 +198,7 @@ def result(outcome, service, extra=None):
         benchmark=outcome.get('benchmark'),
         startup=outcome.get('startup') or wait.get('startup') or None,
         precompile=outcome.get('precompile'),
+        left_out=outcome.get('left_out') or '',
     )
     fields.update(extra or {})
     return sglang_result.check(fields)
@@ -206,6 +216,7 @@ TRANSITIONS = {
     'restarted': restarted,
     'started_up': started_up,
     'precompiled': precompiled,
+    'left_out': left_out,
 }
 
 

@@ -19,7 +19,7 @@ FIELDS = {
     'endpoint': (str, 'the base URL the server answers on'),
     'model_id': (str, 'the served model name'),
     'unit': (str, 'the systemd unit'),
-    'reason': (str, "why it is not ready (sglang_ready's reasons, benchmark_gate, error); None when ready"),
+    'reason': (str, "why it is not ready (sglang_ready's reasons, benchmark_gate, gpu_health, error); None when ready"),
     'msg': (str, 'one line for the operator'),
     'phase': (str, 'the last readiness phase seen (loading, http_up, ready ...)'),
     'model_ids': (list, 'the model ids /v1/models listed'),
@@ -32,6 +32,8 @@ FIELDS = {
     'restarted': (bool, 'this run restarted the service'),
     'rolled_back': (bool, 'a failed change was rolled back and the restored configuration serves'),
     'rollback_outcome': (str, "what the rollback did, in words ('' when none was needed)"),
+    'left_out': (str, "why this replica was left out of its routers and not restarted (its GPUs' health); '' when "
+                      'it was not'),
     'simulator': (bool, 'the server is the SGLang simulator, not SGLang'),
     'node_rank': (int, 'the rank of this node in its multi-node instance (0 serves the API)'),
     'instance': (str, "the multi-node instance's inventory group ('' for a single-node server)"),

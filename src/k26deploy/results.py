@@ -88,6 +88,7 @@ SUMMARY_FIELDS = (
     "restarted",
     "rolled_back",
     "rollback_outcome",
+    "left_out",
     "simulator",
     "msg",
     "journal_excerpt",
@@ -212,6 +213,8 @@ class HostResult:
     rolled_back: bool | None = None
     #: what the rollback did, in words ('' when none was needed)
     rollback_outcome: str | None = None
+    #: why this replica was left out of its routers and not restarted (its GPUs' health); '' when it was not
+    left_out: str | None = None
     simulator: bool | None = None
     unit_state: Any = None
     unit: str | None = None

@@ -9,17 +9,19 @@ invocation."""
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import k26deploy
 from fleet import (ROUTER_DEFAULTS, ROUTER_URL, RequestStream, WorkerSamples, chat, fleet_containers, key_of,
                    restart_times, router_workers)
-from harness import ROOT, VENV_BIN, play_batches, task_started, wait_until
+from harness import QUICK_START, ROOT, VENV_BIN, play_batches, task_started, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -126,6 +128,41 @@ BOTH = {"k26_serial": 2}
 ROLLING_PLAY = "Deploy SGLang serving Kimi K2.6 (rolling)"
 
 
+# nvidia-smi replayed from the H200's recording, with four readings of a GPU that needs a reset (tests/fixtures/nvidia)
+NVIDIA = ROOT / "tests" / "fixtures" / "nvidia"
+
+
+def test_a_replica_whose_gpus_turned_sick_leaves_the_router_unrestarted_while_the_others_roll(fleet, tmp_path):
+    first, second, router, inventory, dummy = fleet
+    before = invocation(first)
+    # the same inventory, with a change for the second replica alone
+    changed = tmp_path / "inventory"
+    shutil.copytree(inventory, changed)
+    hosts = yaml.safe_load((changed / "hosts.yml").read_text())
+    hosts["sglang_servers"]["hosts"][second.name]["sglang_service_environment"] = dict(QUICK_START, FLEET_CHANGE="b")
+    (changed / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    first.put("/usr/local/bin/nvidia-smi-q.txt", (NVIDIA / "h200-nvidia-smi-q-sick.txt").read_text())
+    first.put("/usr/local/bin/nvidia-smi", (NVIDIA / "replay_nvidia_smi.py").read_text(), mode="0755")
+    # the recording has one GPU, the replicas' configuration eight (their simulator needs none)
+    one_gpu = {"k26_preflight_severity_overrides": {"K26-GPU-COUNT": "off"}}
+    try:
+        sick = k26deploy.deploy(inventory=str(changed), extra_vars=one_gpu)
+    finally:
+        first.exec("rm -f /usr/local/bin/nvidia-smi /usr/local/bin/nvidia-smi-q.txt")
+    host = sick.hosts[first.name]
+    assert sick.exit_code == 1 and host.ready is False and host.reason == "gpu_health", sick.to_json()
+    assert host.left_out.startswith("left out of its routers (%s) and not restarted" % router.name), host
+    assert "GPU Recovery Action: Reset" in host.msg and host.msg == host.left_out, host
+    assert invocation(first) == before  # neither restarted nor stopped
+    assert sick.hosts[second.name].ready and sick.hosts[second.name].restarted  # the other one rolls
+    assert router_workers(router, inventory) == {"http://%s:30000" % second.name: True}
+    # healthy again, and nothing to change on it: the next run's router routes to it again
+    healthy = k26deploy.deploy(inventory=inventory)
+    assert healthy.exit_code == 0 and healthy.hosts[first.name].left_out == "", healthy.to_json()
+    assert invocation(first) == before and healthy.hosts[second.name].restarted
+    assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
+
+
 def test_a_second_run_changes_nothing(fleet, tmp_path):
     first, second, router, inventory, dummy = fleet
     before = router_invocation(router)
@@ -217,14 +254,23 @@ def running_requests(replica):
     return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("sglang:num_running_reqs"))
 
 
+# What an older simulator left on a host: its one-file version, and a module the package no longer has.
+OLD_SIMULATOR = ("/opt/sglang/simulator/sglang_simulator.py", "/opt/sglang/simulator/sglang_simulator/gone.py")
+
+
 def test_limit_deploys_only_the_hosts_it_names(fleet):
     first, second, router, inventory, dummy = fleet
     untouched = invocation(second)
+    for path in OLD_SIMULATOR:
+        first.put(path, "raise SystemExit('an older simulator')\n")
     limited = k26deploy.deploy(inventory=inventory, limit=first.name,
                                extra_vars={"sglang_service_environment": {LOAD: 1, "FLEET_CHANGE": "limited"}})
     assert limited.exit_code == 0 and list(limited.hosts) == [first.name], limited.to_json()
     assert limited.hosts[first.name].restarted is True
     assert invocation(second) == untouched
+    left = first.exec("ls -d %s" % " ".join(OLD_SIMULATOR), check=False)
+    assert left.stdout == "", left.stdout  # the upgrade removed both
+    assert first.exec("test -f /opt/sglang/simulator/sglang_simulator/__main__.py", check=False).returncode == 0
 
 
 # molecule/fleet/files/roll_check.py: the verdict on a roll from the samples (tests/unit/test_fleet_roll_check.py)
@@ -263,3 +309,4 @@ def test_a_bad_change_stops_at_the_first_replica_which_rolls_back_and_rejoins(fl
         env = box.exec("cat /etc/sglang/sglang.env").stdout
         assert 'FLEET_CHANGE="rolled"' in env and "crash_loading" not in env
     assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
+

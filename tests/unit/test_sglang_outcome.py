@@ -183,6 +183,19 @@ def test_a_precompile_that_ran_is_in_the_result_without_the_modules_other_keys()
     assert outcome.result(deploy(("waited", READY)), SERVICE)["precompile"] is None
 
 
+SICK = "GPU 0 (00000000:00:06.0): the driver asks for a GPU reset before the GPU is used again."
+
+
+@pytest.mark.parametrize("routers, where", [(["router1", "router2"], "left out of its routers (router1, router2) and "),
+                                            ([], "")])
+def test_a_replica_left_out_for_its_gpus_fails_with_why_and_where_and_nothing_restarted(routers, where):
+    result = outcome.result(deploy(("left_out", SICK, routers)), SERVICE)
+    said = "%snot restarted, so as not to start it again on the same fault: %s" % (where, SICK)
+    assert (result["ready"], result["reason"], result["msg"], result["left_out"]) == (False, "gpu_health", said, said)
+    assert result["restarted"] is None and result["rolled_back"] is False and result["time_to_ready"] is None
+    assert outcome.result(deploy(("waited", READY)), SERVICE)["left_out"] == ""
+
+
 # ---------------------------------------------------------------- the router's result: the same record and function
 ROUTER_WAIT_READY = dict(READY, model_ids=["kimi-k2.6"], startup={"invocation": "r1", "phases": {}})
 ROUTER_WORKERS = [{"url": "http://10.0.0.11:30000", "status": "ready", "is_healthy": True}]
