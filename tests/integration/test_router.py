@@ -142,7 +142,8 @@ def test_a_replica_whose_gpus_turned_sick_leaves_the_router_unrestarted_while_th
     hosts["sglang_servers"]["hosts"][second.name]["sglang_service_environment"] = dict(QUICK_START, FLEET_CHANGE="b")
     (changed / "hosts.yml").write_text(yaml.safe_dump(hosts))
     first.put("/usr/local/bin/nvidia-smi-q.txt", (NVIDIA / "h200-nvidia-smi-q-sick.txt").read_text())
-    first.put("/usr/local/bin/nvidia-smi", (NVIDIA / "replay_nvidia_smi.py").read_text(), mode="0755")
+    first.put("/usr/local/bin/nvidia-smi", "#!/usr/bin/python3\n" + (NVIDIA / "replay_nvidia_smi.py").read_text(),
+              mode="0755")
     # the recording has one GPU, the replicas' configuration eight (their simulator needs none)
     one_gpu = {"k26_preflight_severity_overrides": {"K26-GPU-COUNT": "off"}}
     try:
@@ -309,4 +310,3 @@ def test_a_bad_change_stops_at_the_first_replica_which_rolls_back_and_rejoins(fl
         env = box.exec("cat /etc/sglang/sglang.env").stdout
         assert 'FLEET_CHANGE="rolled"' in env and "crash_loading" not in env
     assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
-
