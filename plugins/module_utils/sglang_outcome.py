@@ -11,7 +11,11 @@ The record:
 * ``benchmark``: the benchmark sweep's result; ``benchmark_error``: why the sweep could not run;
 * ``restarted``: this run restarted the service (None when not known);
 * ``startup``: the start this run caused, as kept on the controller (phases, last good start, findings);
-* ``precompile``: the DeepGEMM precompile this run ran before its start (seconds, key, unit).
+* ``precompile``: the DeepGEMM precompile this run ran before its start (seconds, key, unit);
+* ``phase``: where the deploy's one failure path stands (``entered``), which tells its rescue what a failure is:
+  ``precompile`` and ``gate`` (the readiness wait, the instance's check, the benchmark gate): a failed change, rolled
+  back; ``benchmark``: the sweep could not run, reported and not rolled back (``sweep_failed``); ``start`` (the
+  restart and the start) and None (a look before them): the failed task's own failure, not rolled back.
 
 Every transition returns a new record; the one it is given may be None (a run that has not started one).
 """
@@ -29,7 +33,10 @@ class OutcomeError(ValueError):
 
 def start():
     return {'wait': None, 'failure': None, 'rollback': None, 'benchmark': None, 'benchmark_error': '',
-            'restarted': None, 'startup': None, 'precompile': None}
+            'restarted': None, 'startup': None, 'precompile': None, 'phase': None}
+
+
+PHASES = ('precompile', 'start', 'gate', 'benchmark')
 
 
 def _next(outcome, **changes):
@@ -90,6 +97,24 @@ def benchmarked(outcome, benchmark, error='', gate_fails=True):
     if gate_fails and message:
         record = failed(record, {'reason': 'benchmark_gate', 'journal_excerpt': [], 'msg': message})
     return record
+
+
+def sweep_failed(outcome, task_name, failed_result):
+    """The benchmark sweep could not run (``task_name`` and ``failed_result``: Ansible's ansible_failed_task.name
+    and ansible_failed_result of the sweep's task that failed): reported as benchmark_error, not the host's failure,
+    for the service serves."""
+    task = failed_result or {}
+    error = 'the benchmark could not run (%s): %s %s' % (
+        '?' if task_name is None else task_name, task.get('msg', ''),
+        ' | '.join(str(line) for line in (task.get('stderr_lines') or [])[-6:]))
+    return benchmarked(outcome, None, error)
+
+
+def entered(outcome, phase):
+    """The deploy enters ``phase`` (one of PHASES): from now on its rescue counts a failure as this phase's."""
+    if phase not in PHASES:
+        raise OutcomeError('%s is not a phase of a deploy (%s)' % (phase, ', '.join(PHASES)))
+    return _next(outcome, phase=phase)
 
 
 def gate_failure(outcome):
@@ -206,6 +231,8 @@ TRANSITIONS = {
     'restarted': restarted,
     'started_up': started_up,
     'precompiled': precompiled,
+    'sweep_failed': sweep_failed,
+    'entered': entered,
 }
 
 

@@ -243,3 +243,27 @@ def test_the_routers_result_is_built_by_the_services_transitions_and_function(tm
     assert results["failed"]["journal_excerpt"] == ["RuntimeError: CUDA out of memory"]
     assert results["status"]["ready"] is True and results["status"]["time_to_ready"] is None
     assert results["ready"]["startup"] is None
+
+
+def test_a_sweep_that_could_not_run_says_which_task_failed_and_its_last_lines():
+    failed = {"msg": "non-zero return code", "stderr_lines": ["line %d" % n for n in range(8)]}
+    record = deploy(("waited", READY), ("entered", "benchmark"), ("sweep_failed", "Run AIPerf", failed))
+    assert record["benchmark"] is None and record["failure"] is None and record["phase"] == "benchmark"
+    assert record["benchmark_error"] == ("the benchmark could not run (Run AIPerf): non-zero return code "
+                                         "line 2 | line 3 | line 4 | line 5 | line 6 | line 7")
+    result = outcome.result(record, SERVICE)
+    assert result["ready"] is True and result["msg"] == record["benchmark_error"]
+
+
+def test_a_sweep_that_could_not_run_without_a_task_name_or_message():
+    record = deploy(("sweep_failed", None, {}))
+    assert record["benchmark_error"] == "the benchmark could not run (?):  "
+
+
+def test_the_phase_starts_empty_and_is_only_one_of_the_deploys_phases():
+    assert outcome.start()["phase"] is None
+    assert [deploy(("entered", phase))["phase"] for phase in outcome.PHASES] == list(outcome.PHASES)
+    record = deploy(("entered", "gate"), ("waited", CRASHED), ("rescued", {}))
+    assert record["phase"] == "gate" and record["failure"]["reason"] == "unit_failed"
+    with pytest.raises(outcome.OutcomeError):
+        deploy(("entered", "rollback"))
