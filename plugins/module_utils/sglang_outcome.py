@@ -15,7 +15,11 @@ The record:
 * ``phase``: where the deploy's one failure path stands (``entered``), which tells its rescue what a failure is:
   ``precompile`` and ``gate`` (the readiness wait, the instance's check, the benchmark gate): a failed change, rolled
   back; ``benchmark``: the sweep could not run, reported and not rolled back (``sweep_failed``); ``start`` (the
-  restart and the start) and None (a look before them): the failed task's own failure, not rolled back.
+  restart and the start) and None (a look before them): the failed task's own failure, not rolled back;
+* the run's own state, what a later step needs from an earlier one: ``invocation_before`` (the unit's InvocationID
+  before this run's restart), ``restarts`` (this run's files changed: it restarts the service; the other nodes of a
+  multi-node instance read it too), ``retired`` (the services this run retires, as they were: ``name``, ``found``,
+  ``was_running``, ``was_enabled``) and ``left_routers`` (the replica is out of its routers).
 
 Every transition returns a new record; the one it is given may be None (a run that has not started one).
 """
@@ -31,9 +35,13 @@ class OutcomeError(ValueError):
     """A transition the record cannot take."""
 
 
-def start():
+def start(invocation_before=None, restarts=False):
+    """A fresh record for a run whose unit had the InvocationID ``invocation_before`` before it ('' when it had
+    none, None when not known), and which restarts the service when ``restarts`` (its files changed)."""
     return {'wait': None, 'failure': None, 'rollback': None, 'benchmark': None, 'benchmark_error': '',
-            'restarted': None, 'startup': None, 'precompile': None, 'phase': None}
+            'restarted': None, 'startup': None, 'precompile': None, 'phase': None,
+            'invocation_before': invocation_before, 'restarts': bool(restarts), 'retired': [],
+            'left_routers': False}
 
 
 PHASES = ('precompile', 'start', 'gate', 'benchmark')
@@ -151,11 +159,30 @@ def _latest_wait(outcome):
     return (rollback.get('wait') if rollback.get('attempted') else None) or outcome.get('wait') or {}
 
 
-def restarted(outcome, invocation_before):
-    """The service's InvocationID before the restart, against the one sglang_ready saw last: a different one means
-    this run restarted it."""
+def restarted(outcome, invocation_before=None):
+    """The service's InvocationID before the restart (``invocation_before``; by default the one the record started
+    with), against the one sglang_ready saw last: a different one means this run restarted it."""
+    if invocation_before is None:
+        invocation_before = (outcome or {}).get('invocation_before') or ''
     after = (_latest_wait(outcome).get('unit_state') or {}).get('InvocationID', '')
     return _next(outcome, restarted=invocation_before != after)
+
+
+def retiring(outcome, results):
+    """The services this run retires, as they were before it stopped them (``results``: the loop's results of
+    ansible.builtin.systemd_service, one per service; a service systemd did not find has no ``status``)."""
+    retired = []
+    for item in (results or {}).get('results') or []:
+        status = item.get('status')
+        retired.append({'name': item.get('item'), 'found': status is not None,
+                        'was_running': (status or {}).get('ActiveState', '') in ('active', 'activating', 'reloading'),
+                        'was_enabled': (status or {}).get('UnitFileState', '') == 'enabled'})
+    return _next(outcome, retired=retired)
+
+
+def left_routers(outcome, left):
+    """The replica left its routers (``left`` true) or is back in them."""
+    return _next(outcome, left_routers=bool(left))
 
 
 def started_up(outcome, startup):
@@ -220,7 +247,7 @@ def result(outcome, service, extra=None):
 
 
 TRANSITIONS = {
-    'start': lambda outcome: start(),
+    'start': lambda outcome, *args, **kwargs: start(*args, **kwargs),
     'waited': waited,
     'observed': observed,
     'failed': failed,
@@ -233,6 +260,8 @@ TRANSITIONS = {
     'precompiled': precompiled,
     'sweep_failed': sweep_failed,
     'entered': entered,
+    'retiring': retiring,
+    'left_routers': left_routers,
 }
 
 

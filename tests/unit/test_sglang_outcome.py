@@ -267,3 +267,34 @@ def test_the_phase_starts_empty_and_is_only_one_of_the_deploys_phases():
     assert record["phase"] == "gate" and record["failure"]["reason"] == "unit_failed"
     with pytest.raises(outcome.OutcomeError):
         deploy(("entered", "rollback"))
+
+
+def test_the_run_state_starts_with_the_invocation_before_and_whether_it_restarts():
+    record = outcome.transition(None, "start", "a0", True)
+    assert (record["invocation_before"], record["restarts"], record["retired"], record["left_routers"]) == (
+        "a0", True, [], False)
+    assert outcome.transition(record, "start")["invocation_before"] is None
+    assert outcome.start("")["invocation_before"] == ""
+    assert outcome.restarted(outcome.waited(record, READY))["restarted"] is True
+    assert outcome.restarted(outcome.waited(outcome.start("a1"), READY))["restarted"] is False
+    assert outcome.restarted(outcome.waited(record, READY), "a1")["restarted"] is False
+
+
+def test_the_retired_services_are_kept_as_they_were():
+    results = {"results": [
+        {"item": "sglang-old", "status": {"ActiveState": "active", "UnitFileState": "enabled"}},
+        {"item": "sglang-idle", "status": {"ActiveState": "inactive", "UnitFileState": "disabled"}},
+        {"item": "sglang-gone", "failed": True, "msg": "Could not find the requested service sglang-gone"}]}
+    record = deploy(("retiring", results))
+    assert record["retired"] == [
+        {"name": "sglang-old", "found": True, "was_running": True, "was_enabled": True},
+        {"name": "sglang-idle", "found": True, "was_running": False, "was_enabled": False},
+        {"name": "sglang-gone", "found": False, "was_running": False, "was_enabled": False}]
+    assert deploy(("retiring", {}))["retired"] == [] and deploy(("retiring", {"skipped": True}))["retired"] == []
+
+
+def test_leaving_and_rejoining_the_routers_is_recorded():
+    record = deploy(("left_routers", True))
+    assert record["left_routers"] is True
+    assert outcome.transition(record, "left_routers", False)["left_routers"] is False
+    assert outcome.result(record, SERVICE)["ready"] is False
