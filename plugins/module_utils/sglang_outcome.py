@@ -12,6 +12,14 @@ The record:
 * ``restarted``: this run restarted the service (None when not known);
 * ``startup``: the start this run caused, as kept on the controller (phases, last good start, findings);
 * ``precompile``: the DeepGEMM precompile this run ran before its start (seconds, key, unit);
+* ``phase``: where the deploy's one failure path stands (``entered``), which tells its rescue what a failure is:
+  ``precompile`` and ``gate`` (the readiness wait, the instance's check, the benchmark gate): a failed change, rolled
+  back; ``benchmark``: the sweep could not run, reported and not rolled back (``sweep_failed``); ``start`` (the
+  restart and the start) and None (a look before them): the failed task's own failure, not rolled back;
+* the run's own state, what a later step needs from an earlier one: ``invocation_before`` (the unit's InvocationID
+  before this run's restart), ``restarts`` (this run's files changed: it restarts the service; the other nodes of a
+  multi-node instance read it too), ``retired`` (the services this run retires, as they were: ``name``, ``found``,
+  ``was_running``, ``was_enabled``) and ``left_routers`` (the replica is out of its routers);
 * ``left_out``: why this run left the replica out of its routers instead of changing it (its GPUs' health).
 
 Every transition returns a new record; the one it is given may be None (a run that has not started one).
@@ -28,9 +36,16 @@ class OutcomeError(ValueError):
     """A transition the record cannot take."""
 
 
-def start():
+def start(invocation_before=None, restarts=False):
+    """A fresh record for a run whose unit had the InvocationID ``invocation_before`` before it ('' when it had
+    none, None when not known), and which restarts the service when ``restarts`` (its files changed)."""
     return {'wait': None, 'failure': None, 'rollback': None, 'benchmark': None, 'benchmark_error': '',
-            'restarted': None, 'startup': None, 'precompile': None, 'left_out': ''}
+            'restarted': None, 'startup': None, 'precompile': None, 'phase': None,
+            'invocation_before': invocation_before, 'restarts': bool(restarts), 'retired': [],
+            'left_routers': False, 'left_out': ''}
+
+
+PHASES = ('precompile', 'start', 'gate', 'benchmark')
 
 
 def _next(outcome, **changes):
@@ -93,6 +108,24 @@ def benchmarked(outcome, benchmark, error='', gate_fails=True):
     return record
 
 
+def sweep_failed(outcome, task_name, failed_result):
+    """The benchmark sweep could not run (``task_name`` and ``failed_result``: Ansible's ansible_failed_task.name
+    and ansible_failed_result of the sweep's task that failed): reported as benchmark_error, not the host's failure,
+    for the service serves."""
+    task = failed_result or {}
+    error = 'the benchmark could not run (%s): %s %s' % (
+        '?' if task_name is None else task_name, task.get('msg', ''),
+        ' | '.join(str(line) for line in (task.get('stderr_lines') or [])[-6:]))
+    return benchmarked(outcome, None, error)
+
+
+def entered(outcome, phase):
+    """The deploy enters ``phase`` (one of PHASES): from now on its rescue counts a failure as this phase's."""
+    if phase not in PHASES:
+        raise OutcomeError('%s is not a phase of a deploy (%s)' % (phase, ', '.join(PHASES)))
+    return _next(outcome, phase=phase)
+
+
 def gate_failure(outcome):
     """The message of a benchmark gate that failed, '' when it passed or did not run."""
     gate = ((outcome or {}).get('benchmark') or {}).get('gate') or {}
@@ -127,11 +160,30 @@ def _latest_wait(outcome):
     return (rollback.get('wait') if rollback.get('attempted') else None) or outcome.get('wait') or {}
 
 
-def restarted(outcome, invocation_before):
-    """The service's InvocationID before the restart, against the one sglang_ready saw last: a different one means
-    this run restarted it."""
+def restarted(outcome, invocation_before=None):
+    """The service's InvocationID before the restart (``invocation_before``; by default the one the record started
+    with), against the one sglang_ready saw last: a different one means this run restarted it."""
+    if invocation_before is None:
+        invocation_before = (outcome or {}).get('invocation_before') or ''
     after = (_latest_wait(outcome).get('unit_state') or {}).get('InvocationID', '')
     return _next(outcome, restarted=invocation_before != after)
+
+
+def retiring(outcome, results):
+    """The services this run retires, as they were before it stopped them (``results``: the loop's results of
+    ansible.builtin.systemd_service, one per service; a service systemd did not find has no ``status``)."""
+    retired = []
+    for item in (results or {}).get('results') or []:
+        status = item.get('status')
+        retired.append({'name': item.get('item'), 'found': status is not None,
+                        'was_running': (status or {}).get('ActiveState', '') in ('active', 'activating', 'reloading'),
+                        'was_enabled': (status or {}).get('UnitFileState', '') == 'enabled'})
+    return _next(outcome, retired=retired)
+
+
+def left_routers(outcome, left):
+    """The replica left its routers (``left`` true) or is back in them."""
+    return _next(outcome, left_routers=bool(left))
 
 
 def started_up(outcome, startup):
@@ -205,7 +257,7 @@ def result(outcome, service, extra=None):
 
 
 TRANSITIONS = {
-    'start': lambda outcome: start(),
+    'start': lambda outcome, *args, **kwargs: start(*args, **kwargs),
     'waited': waited,
     'observed': observed,
     'failed': failed,
@@ -216,6 +268,10 @@ TRANSITIONS = {
     'restarted': restarted,
     'started_up': started_up,
     'precompiled': precompiled,
+    'sweep_failed': sweep_failed,
+    'entered': entered,
+    'retiring': retiring,
+    'left_routers': left_routers,
     'left_out': left_out,
 }
 

@@ -66,3 +66,27 @@ def test_in_lists_exactly_the_values_a_file_reads_and_does_not_set(path):
 
 def test_no_value_is_handed_silently():
     assert role_shape.silent_handovers(ROLE, ROLE.name) == {}
+
+
+def test_includes_nest_three_levels_at_most():
+    nest, chain = role_shape.depth(ROLE)
+    assert nest <= 3, " -> ".join(chain)
+
+
+def test_the_role_has_one_failure_path():
+    """One rescue (steps/apply.yml's): the precompile, the start, the gate and the benchmark fail into it."""
+    rescues = [str(path.relative_to(ROLE / "tasks")) for path in role_shape.task_files(ROLE)
+               for task in role_shape._tasks(yaml.safe_load(path.read_text())) if "rescue" in task]
+    assert rescues == ["steps/apply.yml"]
+
+
+@pytest.mark.parametrize("name", ["__sglang_service_invocation_before", "__sglang_service_retiring",
+                                  "__sglang_service_left_routers"])
+def test_the_runs_own_state_passes_through_the_outcome(name):
+    """What a later step needs from an earlier one is in sglang_service_outcome: these names, once handed from file
+    to file, are read only in the file that sets them (or nowhere)."""
+    readers = {str(path.relative_to(ROLE / "tasks")) for path in role_shape.task_files(ROLE)
+               if name in role_shape.names_read(path, ROLE.name)}
+    setters = {str(path.relative_to(ROLE / "tasks")) for path in role_shape.task_files(ROLE)
+               if name in role_shape.names_set(path, ROLE.name)}
+    assert readers <= setters and len(setters) <= 1, (readers, setters)

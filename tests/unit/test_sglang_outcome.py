@@ -256,3 +256,58 @@ def test_the_routers_result_is_built_by_the_services_transitions_and_function(tm
     assert results["failed"]["journal_excerpt"] == ["RuntimeError: CUDA out of memory"]
     assert results["status"]["ready"] is True and results["status"]["time_to_ready"] is None
     assert results["ready"]["startup"] is None
+
+
+def test_a_sweep_that_could_not_run_says_which_task_failed_and_its_last_lines():
+    failed = {"msg": "non-zero return code", "stderr_lines": ["line %d" % n for n in range(8)]}
+    record = deploy(("waited", READY), ("entered", "benchmark"), ("sweep_failed", "Run AIPerf", failed))
+    assert record["benchmark"] is None and record["failure"] is None and record["phase"] == "benchmark"
+    assert record["benchmark_error"] == ("the benchmark could not run (Run AIPerf): non-zero return code "
+                                         "line 2 | line 3 | line 4 | line 5 | line 6 | line 7")
+    result = outcome.result(record, SERVICE)
+    assert result["ready"] is True and result["msg"] == record["benchmark_error"]
+
+
+def test_a_sweep_that_could_not_run_without_a_task_name_or_message():
+    record = deploy(("sweep_failed", None, {}))
+    assert record["benchmark_error"] == "the benchmark could not run (?):  "
+
+
+def test_the_phase_starts_empty_and_is_only_one_of_the_deploys_phases():
+    assert outcome.start()["phase"] is None
+    assert [deploy(("entered", phase))["phase"] for phase in outcome.PHASES] == list(outcome.PHASES)
+    record = deploy(("entered", "gate"), ("waited", CRASHED), ("rescued", {}))
+    assert record["phase"] == "gate" and record["failure"]["reason"] == "unit_failed"
+    with pytest.raises(outcome.OutcomeError):
+        deploy(("entered", "rollback"))
+
+
+def test_the_run_state_starts_with_the_invocation_before_and_whether_it_restarts():
+    record = outcome.transition(None, "start", "a0", True)
+    assert (record["invocation_before"], record["restarts"], record["retired"], record["left_routers"]) == (
+        "a0", True, [], False)
+    assert outcome.transition(record, "start")["invocation_before"] is None
+    assert outcome.start("")["invocation_before"] == ""
+    assert outcome.restarted(outcome.waited(record, READY))["restarted"] is True
+    assert outcome.restarted(outcome.waited(outcome.start("a1"), READY))["restarted"] is False
+    assert outcome.restarted(outcome.waited(record, READY), "a1")["restarted"] is False
+
+
+def test_the_retired_services_are_kept_as_they_were():
+    results = {"results": [
+        {"item": "sglang-old", "status": {"ActiveState": "active", "UnitFileState": "enabled"}},
+        {"item": "sglang-idle", "status": {"ActiveState": "inactive", "UnitFileState": "disabled"}},
+        {"item": "sglang-gone", "failed": True, "msg": "Could not find the requested service sglang-gone"}]}
+    record = deploy(("retiring", results))
+    assert record["retired"] == [
+        {"name": "sglang-old", "found": True, "was_running": True, "was_enabled": True},
+        {"name": "sglang-idle", "found": True, "was_running": False, "was_enabled": False},
+        {"name": "sglang-gone", "found": False, "was_running": False, "was_enabled": False}]
+    assert deploy(("retiring", {}))["retired"] == [] and deploy(("retiring", {"skipped": True}))["retired"] == []
+
+
+def test_leaving_and_rejoining_the_routers_is_recorded():
+    record = deploy(("left_routers", True))
+    assert record["left_routers"] is True
+    assert outcome.transition(record, "left_routers", False)["left_routers"] is False
+    assert outcome.result(record, SERVICE)["ready"] is False
