@@ -9,7 +9,8 @@
 #   pytest        both pytest parts in one run (how `make test` balances them over the workers)
 #   molecule      Molecule `default`: the real SGLang 0.5.23 on the CPU
 #   fleet         Molecule `fleet`: two replicas and the router (by hand; test_router holds its checks)
-# pytest parts run on K26_TEST_WORKERS workers (2), a test file each at a time.
+# pytest parts run on K26_TEST_WORKERS workers (3: more than the cores, so that one waiting on a start leaves its
+# core to the others), a test file each at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PWD/.venv/bin:$PATH
@@ -20,7 +21,7 @@ TIMES=${K26_TEST_TIMES:-$PWD/.cache/test-times}
 mkdir -p "$TIMES"
 
 pytest_on() {
-  exec python -m pytest -v -rs -p no:cacheprovider -n "${K26_TEST_WORKERS:-2}" --dist loadfile --durations=15 \
+  exec python -m pytest -v -rs -p no:cacheprovider -n "${K26_TEST_WORKERS:-3}" --dist loadfile --durations=15 \
     --junitxml="$TIMES/$1.xml" "${@:2}"
 }
 

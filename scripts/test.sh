@@ -3,7 +3,7 @@
 # lanes download comes in the background meanwhile):
 #   checks:   ansible-lint (production profile) -> ansible-test sanity -> changelog, docs lint, execution environment
 #             -> `make demo` and its curls from this machine
-#   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (2)
+#   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (3)
 #   molecule: the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
 #             test_multinode hold its checks)
 # (Run side by side they took longer: the suite keeps both cores busy, and podman's lock is shared.)

@@ -39,6 +39,8 @@ def pytest_runtest_makereport(item, call):
 LONGEST_FIRST = (
     "tests/integration/test_router.py",
     "tests/integration/test_promises.py",
+    "tests/integration/test_promises_starts.py",
+    "tests/integration/test_promises_waits.py",
     "tests/integration/test_benchmark.py",
     "tests/integration/test_tune.py",
     "tests/integration/test_multinode.py",

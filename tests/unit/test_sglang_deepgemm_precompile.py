@@ -1,6 +1,6 @@
 """The module that precompiles DeepGEMM's kernels before a start (plugins/modules/sglang_deepgemm_precompile.py):
 what it decides from the model on the host, the record of a precompile and the command it runs. The precompile
-itself runs in a transient systemd unit: tests/integration/test_promises.py runs it under real systemd."""
+itself runs in a transient systemd unit: tests/integration/test_promises_starts.py runs it under real systemd."""
 import json
 
 import pytest
