@@ -10,7 +10,7 @@ import threading
 
 import yaml
 
-from harness import ROOT, demo_inventory, podman_network, systemd_container, wheelhouse
+from harness import ROOT, demo_inventory, key_of, podman_network, systemd_container, wheelhouse
 
 ROUTER_DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())
 ROUTER_PACKAGE = "%s==%s" % (ROUTER_DEFAULTS["sglang_router_package"], ROUTER_DEFAULTS["sglang_router_version"])
@@ -34,11 +34,6 @@ def fleet_containers(prefix, replicas, inventory_dir, router_vars=None, quick_st
         inventory = demo_inventory(boxes[0], inventory_dir, *boxes[1:], routers=[router], router_vars=settings,
                                    quick_start=quick_start)
         yield boxes, router, inventory
-
-
-def key_of(inventory):
-    with open(os.path.join(inventory, ".secrets", "api_key")) as handle:
-        return handle.read().strip()
 
 
 def chat(router, key, content, max_tokens=8, url=ROUTER_URL):

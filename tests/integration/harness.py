@@ -71,6 +71,10 @@ class SystemdContainer:
     def systemctl(self, *args, check=True):
         return self.exec("systemctl " + " ".join(shlex.quote(a) for a in args), check=check)
 
+    def invocation(self, unit="sglang.service"):
+        """The InvocationID of UNIT's current run (empty when it has none): a restart changes it."""
+        return self.exec("systemctl show %s -p InvocationID --value" % shlex.quote(unit)).stdout.strip()
+
     def remove(self):
         remove_container(self.name)
 
@@ -242,6 +246,11 @@ def demo_inventory(container, directory, *replicas, routers=(), router_vars=None
                                     "vars": dict(router_vars or {})}
     (directory / "hosts.yml").write_text(yaml.safe_dump(groups))
     return str(directory)
+
+
+def key_of(inventory):
+    """The API key demo_inventory's deploy generated for INVENTORY (kept beside it, in .secrets/)."""
+    return (Path(inventory) / ".secrets" / "api_key").read_text().strip()
 
 
 def task_started(artifacts, task, timeout=600, running=None, output=None):

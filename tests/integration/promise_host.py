@@ -1,12 +1,10 @@
-"""What test_promises*.py share: the helpers they read and change the served host with (the fixtures `served` and
+"""What test_promises*.py (and test_k26deploy_api.py) share: the helpers they read and change the served host with (the fixtures `served` and
 `changes`, in conftest.py, hold one host for each test file)."""
 
 import subprocess
 import time
-from pathlib import Path
-
 import k26deploy
-from harness import ROOT, VENV_BIN
+from harness import ROOT, VENV_BIN, key_of
 
 UNIT = "sglang.service"
 STORE = "/var/lib/k26deploy/rollback/sglang"  # root's copy of the last configuration that reached ready
@@ -18,16 +16,9 @@ WAIT_TASK = "Wait until SGLang is ready (loaded, serving the model, warmed up)"
 DEMO_FILES = {}  # container -> its managed files as the demo's configuration writes them
 
 
-def key_of(inventory):
-    return (Path(inventory) / ".secrets" / "api_key").read_text().strip()
-
-
 def managed_files(box):
+    """The bytes of the unit, config and environment files (what a rollback must restore exactly)."""
     return {path: box.exec("base64 -w0 %s" % path).stdout for path in MANAGED_FILES}
-
-
-def invocation(box):
-    return box.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
 
 
 def cli(runs, name, *args, **popen):

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import yaml
 
-from harness import ROOT, VENV_BIN, demo_inventory, systemd_container
+from harness import ROOT, VENV_BIN, demo_inventory, key_of, systemd_container
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +81,7 @@ def test_an_outside_project_deploys_with_fqcns_only(tarball, tmp_path):
         assert out.count("Preflight passed on %s" % box.name) >= 2  # preflight.yml, and again inside deploy.yml
         assert "not attempted: the live configuration is already the last one that reached ready" in out
         assert "k26_log_lines_masked" in out and "The server is fired up and ready to roll!" in out
-        key = (project / "inventory" / ".secrets" / "api_key").read_text().strip()
+        key = key_of(project / "inventory")
         models = box.exec("curl -s -H 'Authorization: Bearer %s' http://127.0.0.1:30000/v1/models" % key).stdout
         assert [m["id"] for m in yaml.safe_load(models)["data"]] == ["kimi-k2.6"]
     # The roles, modules and playbooks came from the installed collection, not from this checkout.

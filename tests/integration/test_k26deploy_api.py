@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import k26deploy
-from harness import QUICK_START, ROOT, VENV_BIN, demo_inventory, systemd_container
+from harness import QUICK_START, ROOT, VENV_BIN, demo_inventory, key_of, systemd_container
+from promise_host import managed_files
 
 pytestmark = pytest.mark.integration
 
@@ -21,10 +22,6 @@ def target(tmp_path_factory):
         events = []
         first = k26deploy.deploy(inventory=inventory, event_callback=events.append)
         yield box, inventory, first, events
-
-
-def invocation(box):
-    return box.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
 
 
 def test_deploy_reaches_ready_and_reports_it(target):
@@ -47,31 +44,23 @@ def test_no_event_is_lost(target):
 
 def test_second_deploy_changes_nothing_and_keeps_the_service(target):
     box, inventory, dummy, dummy = target
-    before = invocation(box)
+    before = box.invocation()
     result = k26deploy.deploy(inventory=inventory)
     assert result.exit_code == 0, result.to_json()
     assert result.stats[box.name].changed == 0
     assert result.hosts[box.name].restarted is False
-    assert invocation(box) == before
+    assert box.invocation() == before
 
 
 def test_bad_input_fails_before_anything_changes(target):
     box, inventory, dummy, dummy = target
-    before = invocation(box)
+    before = box.invocation()
     result = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_pp_size": 3})
     assert result.exit_code == 2, result.to_json()
     host = result.hosts[box.name]
     assert host.bad_input and "pp-size 3 does not divide the 8 GPUs" in host.msg
     assert result.stats[box.name].changed == 0
-    assert invocation(box) == before
-
-
-MANAGED_FILES = ("/etc/systemd/system/sglang.service", "/etc/sglang/sglang.yaml", "/etc/sglang/sglang.env")
-
-
-def managed_files(box):
-    """The bytes of the unit, config and environment files (what a rollback must restore exactly)."""
-    return {path: box.exec("base64 -w0 %s" % path).stdout for path in MANAGED_FILES}
+    assert box.invocation() == before
 
 
 def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
@@ -89,7 +78,7 @@ def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
     assert managed_files(box) == good
     assert "SGLANG_SIM_FAILURE" not in box.exec("cat /etc/sglang/sglang.env").stdout
     # serving again, as a client sees it (what the Molecule scenario `failure` checked before it was folded in here)
-    key = (Path(inventory) / ".secrets" / "api_key").read_text().strip()
+    key = key_of(inventory)
     models = box.exec("curl -sf -H 'Authorization: Bearer %s' http://127.0.0.1:30000/v1/models" % key).stdout
     assert [m["id"] for m in json.loads(models)["data"]] == ["kimi-k2.6"]
     assert box.exec("curl -sf http://127.0.0.1:30000/ready", check=False).returncode == 0
@@ -98,7 +87,7 @@ def test_failing_deploy_carries_reason_and_journal_and_rolls_back(target):
     assert status.exit_code == 0 and status.hosts[box.name].ready
     # the restored configuration's start was kept as a deploy's is: status reports it, with its phases
     startup = status.hosts[box.name].startup
-    running = box.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
+    running = box.invocation()
     assert startup["observed"] is True and startup["invocation"] == running and startup["phases"], startup
 
 
@@ -119,7 +108,7 @@ def test_cli_status_json(target):
     # deploy that caused it recorded it
     assert host["changed"] == 0 and data["stats"][box.name]["changed"] == 0, data["stats"]
     assert host["time_to_ready"] is None
-    running = box.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
+    running = box.invocation()
     assert host["startup"]["invocation"] == running and host["startup"]["observed"] is True, host["startup"]
     # the inventory's severity overrides hold in status as in preflight (one place applies them)
     severities = {finding["id"]: finding["severity"] for finding in host["findings"]}

@@ -44,10 +44,6 @@ def config_of(box):
     return yaml.safe_load(box.exec("cat /etc/sglang/sglang.yaml").stdout)
 
 
-def invocation(box):
-    return box.exec("systemctl show %s -p InvocationID --value" % UNIT).stdout.strip()
-
-
 def serving(rank0, inventory):
     status, text = chat(rank0, key_of(inventory), "are both nodes there?", url="http://127.0.0.1:30000")
     return status == 200, text
@@ -83,7 +79,7 @@ def test_rank_0_serves_the_model_and_status_reports_every_node(instance):
 
 def test_an_instance_not_wholly_in_the_run_fails_before_anything_changes(instance):
     rank0, rank1, inventory, dummy = instance
-    before = {box.name: (box.snapshot(), invocation(box)) for box in (rank0, rank1)}
+    before = {box.name: (box.snapshot(), box.invocation()) for box in (rank0, rank1)}
     result = k26deploy.deploy(inventory=inventory, limit=rank0.name,
                               extra_vars={"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 2}})
     host = result.hosts[rank0.name]
@@ -91,7 +87,7 @@ def test_an_instance_not_wholly_in_the_run_fails_before_anything_changes(instanc
     assert "start and roll back together" in host.msg and rank1.name in host.msg, host.msg
     for box in (rank0, rank1):
         snapshot, running = before[box.name]
-        assert snapshot_diff(snapshot, box.snapshot()) == [] and invocation(box) == running, box.name
+        assert snapshot_diff(snapshot, box.snapshot()) == [] and box.invocation() == running, box.name
 
 
 def test_a_node_that_crashes_fails_the_instance_with_its_own_excerpt_and_both_nodes_roll_back(instance):
@@ -99,7 +95,7 @@ def test_a_node_that_crashes_fails_the_instance_with_its_own_excerpt_and_both_no
     loads, and rank 0 ends itself as NCCL would."""
     rank0, rank1, inventory, dummy = instance
     hosts = yaml.safe_load(open(inventory + "/hosts.yml"))
-    before = {box.name: invocation(box) for box in (rank0, rank1)}
+    before = {box.name: box.invocation() for box in (rank0, rank1)}
     environment = {"SGLANG_SIM_LOAD_SECONDS": 4, "SGLANG_SIM_GRAPH_SECONDS": 2, "SGLANG_SIM_WARMUP_SECONDS": 1,
                    "SGLANG_SIM_FAILURE": "crash_loading"}
     hosts[GROUP]["hosts"][rank1.name] = {"sglang_service_environment": environment}
@@ -115,7 +111,7 @@ def test_a_node_that_crashes_fails_the_instance_with_its_own_excerpt_and_both_no
         assert host.node == rank1.name and "node %s (rank 1)" % rank1.name in host.msg, host
         assert "CUDA out of memory" in host.journal_excerpt, host.journal_excerpt
         assert host.rolled_back, host
-        assert invocation(box) != before[box.name]
+        assert box.invocation() != before[box.name]
     assert "SGLANG_SIM_FAILURE" not in rank1.exec("cat /etc/sglang/sglang.env").stdout
     ok, text = serving(rank0, inventory)
     assert ok, text

@@ -11,7 +11,7 @@ import pytest
 import k26deploy
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
 from harness import snapshot_diff
-from promise_host import CRASH, STORE, UNIT, cli, invocation, keys_in_artifacts, managed_files, redeploy
+from promise_host import CRASH, STORE, UNIT, cli, keys_in_artifacts, managed_files, redeploy
 import sglang_parser
 from sglang_venv import SGLANG_PYTHON, requires_real_sglang
 
@@ -22,13 +22,13 @@ pytestmark = pytest.mark.integration
 
 def test_deploy_check_mode_reports_what_would_change_and_changes_nothing(served):
     box, inventory, runs = served
-    before, running = box.snapshot(), invocation(box)
+    before, running = box.snapshot(), box.invocation()
     rc, out, err = cli(runs, "check", "deploy", "-i", inventory, "--check", "--json", "-e",
                        json.dumps({"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 9}}))
     result = json.loads(out)
     assert rc == 0, err[-2000:]
     assert result["check"] is True and result["hosts"][box.name]["changed"] > 0
-    assert snapshot_diff(before, box.snapshot()) == [] and invocation(box) == running
+    assert snapshot_diff(before, box.snapshot()) == [] and box.invocation() == running
 
 
 def test_preflight_check_mode_changes_nothing(served):
@@ -128,18 +128,18 @@ def unit_state(box, unit):
 
 def test_a_renamed_service_is_refused_then_replaces_the_old_one_only_once_it_is_ready(changes):
     box, inventory, runs = changes
-    served_invocation = invocation(box)
+    served_invocation = box.invocation()
     renamed = {"sglang_service_name": "sglang-b"}
     refused = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "rename-refused", extra_vars=renamed)
     assert refused.exit_code == 2 and "another SGLang service deployed by this package (sglang;" in \
         refused.hosts[box.name].msg, refused.to_json()
-    assert invocation(box) == served_invocation and unit_state(box, "sglang-b.service")[-1] == "not-found"
+    assert box.invocation() == served_invocation and unit_state(box, "sglang-b.service")[-1] == "not-found"
     # a renamed service that does not come up: the old one serves again, the new one is stopped and disabled
     retire = dict(renamed, sglang_service_other_services="retire")
     failed = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "rename-failed",
                               extra_vars=dict(retire, sglang_service_environment=CRASH))
     assert failed.exit_code == 1, failed.to_json()
-    assert unit_state(box, UNIT) == ["active", "enabled", "loaded"] and invocation(box) != served_invocation
+    assert unit_state(box, UNIT) == ["active", "enabled", "loaded"] and box.invocation() != served_invocation
     assert unit_state(box, "sglang-b.service")[:2] in (["inactive", "disabled"], ["failed", "disabled"])
     replaced = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "renamed", extra_vars=retire)
     assert replaced.exit_code == 0 and replaced.hosts[box.name].ready, replaced.to_json()

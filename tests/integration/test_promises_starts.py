@@ -9,7 +9,8 @@ import os
 import pytest
 
 import k26deploy
-from promise_host import UNIT, cli, invocation, key_of, keys_in_artifacts, managed_files
+from harness import key_of
+from promise_host import UNIT, cli, keys_in_artifacts, managed_files
 from safetensors_shards import shard_bytes
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,7 @@ def test_every_start_reports_its_timeline_and_a_slower_one_is_a_finding(changes,
                              extra_vars=dict(kept, sglang_service_environment={"SGLANG_SIM_LOAD_SECONDS": 0.5}))
     assert first.exit_code == 0, first.to_json()
     startup = first.hosts[box.name].startup
-    assert startup["invocation"] == invocation(box) and startup["findings"] == [] and startup["last_good"] is None
+    assert startup["invocation"] == box.invocation() and startup["findings"] == [] and startup["last_good"] is None
     phases = startup["phases"]  # the simulator's lines, each where SGLang 0.5.23 logs it
     assert list(phases) == PHASES and sorted(phases.values()) == list(phases.values()), phases
     slower = dict(kept, sglang_service_environment={"SGLANG_SIM_LOAD_SECONDS": 6})
@@ -39,7 +40,7 @@ def test_every_start_reports_its_timeline_and_a_slower_one_is_a_finding(changes,
     rc, out, err = cli(runs, "startup-status", "status", "-i", inventory, "--json", "-e", json.dumps(kept))
     assert rc == 0, err
     shown = json.loads(out)["hosts"][box.name]["startup"]
-    assert shown["invocation"] == invocation(box) and shown["phases"]["weights_loaded"] > phases["weights_loaded"] + 4
+    assert shown["invocation"] == box.invocation() and shown["phases"]["weights_loaded"] > phases["weights_loaded"] + 4
     assert [r["invocation"] for r in json.loads((tmp_path / "startups" / ("%s.json" % box.name)).read_text())] == [
         startup["invocation"], shown["invocation"]]
 
@@ -62,13 +63,13 @@ def test_kernels_are_precompiled_before_the_start_that_needs_them_and_a_failed_p
 
 
 def precompile_and_fail_one(box, inventory, runs):
-    before = invocation(box)
+    before = box.invocation()
     first = dict(PRECOMPILE, sglang_service_environment={"K26_TEST_PRECOMPILE": "1"})
     rc, out, err = cli(runs, "precompile-first", "deploy", "-i", inventory, "--json", "-e", json.dumps(first))
     assert rc == 0, err
     host = json.loads(out)["hosts"][box.name]
     precompile = host["precompile"]
-    assert host["ready"] and invocation(box) != before and precompile["seconds"] > 0, precompile
+    assert host["ready"] and box.invocation() != before and precompile["seconds"] > 0, precompile
     record = "/var/lib/k26deploy/deepgemm/sglang/%s.json" % precompile["key"]
     assert box.exec("stat -c %U:%a " + record).stdout.split() == ["root:644"]
     # ran as the service's user with its environment file: the kernels are the service's, in this release's cache
@@ -79,7 +80,7 @@ def precompile_and_fail_one(box, inventory, runs):
     # the same configuration again: nothing to compile, nothing restarts
     again = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "precompile-again", extra_vars=first)
     assert again.exit_code == 0 and again.hosts[box.name].precompile is None, again.to_json()
-    assert invocation(box) == json.loads(out)["hosts"][box.name]["unit_state"]["InvocationID"]
+    assert box.invocation() == json.loads(out)["hosts"][box.name]["unit_state"]["InvocationID"]
     # a change of the kernels (chunked-prefill-size) whose precompile fails: the server was stopped for it, so the
     # previous configuration is restored and serves again; no record for the failed configuration
     served_files = managed_files(box)
@@ -127,17 +128,17 @@ def test_the_model_is_staged_and_verified_before_anything_restarts(changes, tmp_
     shard = "%s/%s" % (MODEL_DIR, SHARDS[0])
     box.exec("cp -p {0} /tmp/k26-ref && printf X | dd of={0} bs=1 seek=1000 conv=notrunc status=none && "
              "touch -r /tmp/k26-ref {0}".format(shard))
-    before = (managed_files(box), invocation(box))
+    before = (managed_files(box), box.invocation())
     verified = dict(staged, sglang_model_source="path", sglang_model_verify="always",
                     sglang_service_environment={"K26_TEST_CHANGE": "1"})
     bad = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "model-corrupt", extra_vars=verified)
-    assert bad.exit_code == 1 and (managed_files(box), invocation(box)) == before, bad.to_json()
+    assert bad.exit_code == 1 and (managed_files(box), box.invocation()) == before, bad.to_json()
     assert "%s: changed since the manifest: sha256 differs" % SHARDS[0] in json.dumps(bad.to_dict()), bad.to_json()
     # an interrupted copy is found without a hash, and a shard gone
     box.exec("truncate -s 4096 %s/%s && rm %s/config.json" % (MODEL_DIR, SHARDS[1], MODEL_DIR))
     cut = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "model-cut",
                            extra_vars=dict(verified, sglang_model_verify="size"))
-    assert cut.exit_code == 1 and (managed_files(box), invocation(box)) == before, cut.to_json()
+    assert cut.exit_code == 1 and (managed_files(box), box.invocation()) == before, cut.to_json()
     said = json.dumps(cut.to_dict())
     assert "%s: truncated: 4096 of the " % SHARDS[1] in said and "config.json missing" in said, said
 

@@ -47,10 +47,6 @@ def served_chats(replica):
                         check=False).stdout.strip()
 
 
-def router_invocation(router):
-    return router.exec("systemctl show sglang-router.service -p InvocationID --value").stdout.strip()
-
-
 def test_one_run_deploys_the_replicas_then_the_router(fleet):
     first, second, router, dummy, result = fleet
     assert result.exit_code == 0, result.to_json()
@@ -134,7 +130,7 @@ NVIDIA = ROOT / "tests" / "fixtures" / "nvidia"
 
 def test_a_replica_whose_gpus_turned_sick_leaves_the_router_unrestarted_while_the_others_roll(fleet, tmp_path):
     first, second, router, inventory, dummy = fleet
-    before = invocation(first)
+    before = first.invocation()
     # the same inventory, with a change for the second replica alone
     changed = tmp_path / "inventory"
     shutil.copytree(inventory, changed)
@@ -154,35 +150,35 @@ def test_a_replica_whose_gpus_turned_sick_leaves_the_router_unrestarted_while_th
     assert sick.exit_code == 1 and host.ready is False and host.reason == "gpu_health", sick.to_json()
     assert host.left_out.startswith("left out of its routers (%s) and not restarted" % router.name), host
     assert "GPU Recovery Action: Reset" in host.msg and host.msg == host.left_out, host
-    assert invocation(first) == before  # neither restarted nor stopped
+    assert first.invocation() == before  # neither restarted nor stopped
     assert sick.hosts[second.name].ready and sick.hosts[second.name].restarted  # the other one rolls
     assert router_workers(router, inventory) == {"http://%s:30000" % second.name: True}
     # healthy again, and nothing to change on it: the next run's router routes to it again
     healthy = k26deploy.deploy(inventory=inventory)
     assert healthy.exit_code == 0 and healthy.hosts[first.name].left_out == "", healthy.to_json()
-    assert invocation(first) == before and healthy.hosts[second.name].restarted
+    assert first.invocation() == before and healthy.hosts[second.name].restarted
     assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
 
 
 def test_a_second_run_changes_nothing(fleet, tmp_path):
     first, second, router, inventory, dummy = fleet
-    before = router_invocation(router)
+    before = router.invocation("sglang-router.service")
     again = k26deploy.deploy(inventory=inventory, private_data_dir=tmp_path)
     assert again.exit_code == 0, again.to_json()
     # replicas behind a router go one at a time by default, in inventory order
     assert play_batches(tmp_path, ROLLING_PLAY) == [[first.name], [second.name]]
     assert again.hosts[router.name].ready and again.hosts[router.name].changed == 0
-    assert router_invocation(router) == before
+    assert router.invocation("sglang-router.service") == before
 
 
 def test_a_router_key_other_than_the_replicas_is_refused_before_any_change(fleet):
     router, inventory = fleet[2], fleet[3]
-    before = router_invocation(router)
+    before = router.invocation("sglang-router.service")
     result = k26deploy.deploy(inventory=inventory, extra_vars=dict(BOTH, sglang_router_api_key="a-different-key"))
     host = result.hosts[router.name]
     assert result.exit_code == 2 and host.bad_input and host.changed == 0, result.to_json()
     assert "same one" in host.msg and "a-different-key" not in json.dumps(result.to_dict())
-    assert router_invocation(router) == before
+    assert router.invocation("sglang-router.service") == before
 
 
 def test_a_router_that_cannot_start_fails_with_its_own_error(fleet):
@@ -196,17 +192,13 @@ def test_a_router_that_cannot_start_fails_with_its_own_error(fleet):
     assert back.exit_code == 0 and back.hosts[router.name].ready, back.to_json()
 
 
-def invocation(replica):
-    return replica.exec("systemctl show sglang.service -p InvocationID --value").stdout.strip()
-
-
 LEAVE_TASK = "Take the replica out of the routers and let its requests finish"
 
 
 def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tmp_path):
     first, second, router, inventory, dummy = fleet
     change = {"sglang_service_environment": {LOAD: 1}}
-    before = invocation(first)
+    before = first.invocation()
     # A long request on the first replica holds its drain open: the run is stopped (Ctrl-C) after the replica's
     # files were written and it left the router, before its restart, however fast or slow the machine is.
     long_request = subprocess.Popen(
@@ -236,7 +228,7 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
                 proc.communicate()
     assert run.returncode == 130, said()
     assert 'SGLANG_SIM_LOAD_SECONDS="1"' in first.exec("cat /etc/sglang/sglang.env").stdout
-    assert invocation(first) == before
+    assert first.invocation() == before
     # left out of the router while it serves its old configuration
     assert router_workers(router, inventory) == {"http://%s:30000" % second.name: True}
     # the CLI's --serial 2 (README) puts both replicas in one batch
@@ -246,7 +238,7 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
     assert play_batches(tmp_path / "again", ROLLING_PLAY) == [[first.name, second.name]]  # two at a time
     again = json.loads(proc.stdout)
     assert proc.returncode == 0 and again["hosts"][first.name]["restarted"], proc.stderr[-3000:]
-    assert invocation(first) != before
+    assert first.invocation() != before
     assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
 
 
@@ -261,14 +253,14 @@ OLD_SIMULATOR = ("/opt/sglang/simulator/sglang_simulator.py", "/opt/sglang/simul
 
 def test_limit_deploys_only_the_hosts_it_names(fleet):
     first, second, router, inventory, dummy = fleet
-    untouched = invocation(second)
+    untouched = second.invocation()
     for path in OLD_SIMULATOR:
         first.put(path, "raise SystemExit('an older simulator')\n")
     limited = k26deploy.deploy(inventory=inventory, limit=first.name,
                                extra_vars={"sglang_service_environment": {LOAD: 1, "FLEET_CHANGE": "limited"}})
     assert limited.exit_code == 0 and list(limited.hosts) == [first.name], limited.to_json()
     assert limited.hosts[first.name].restarted is True
-    assert invocation(second) == untouched
+    assert second.invocation() == untouched
     left = first.exec("ls -d %s" % " ".join(OLD_SIMULATOR), check=False)
     assert left.stdout == "", left.stdout  # the upgrade removed both
     assert first.exec("test -f /opt/sglang/simulator/sglang_simulator/__main__.py", check=False).returncode == 0
@@ -298,14 +290,14 @@ def test_a_rolling_change_drains_each_replica_in_turn_and_loses_no_request(fleet
 
 def test_a_bad_change_stops_at_the_first_replica_which_rolls_back_and_rejoins(fleet):
     first, second, router, inventory, dummy = fleet
-    before = {box.name: invocation(box) for box in (first, second)}
+    before = {box.name: box.invocation() for box in (first, second)}
     bad = k26deploy.deploy(inventory=inventory, extra_vars={
         "sglang_service_environment": dict(ROLLED, SGLANG_SIM_FAILURE="crash_loading")})
     assert bad.exit_code == 1, bad.to_json()
     host = bad.hosts[first.name]
     assert host.rolled_back and "torch.OutOfMemoryError" in host.journal_excerpt, host
-    assert invocation(first) != before[first.name]
-    assert invocation(second) == before[second.name]  # its running service, not merely its files
+    assert first.invocation() != before[first.name]
+    assert second.invocation() == before[second.name]  # its running service, not merely its files
     for box in (first, second):
         env = box.exec("cat /etc/sglang/sglang.env").stdout
         assert 'FLEET_CHANGE="rolled"' in env and "crash_loading" not in env

@@ -24,7 +24,7 @@ from cryptography.x509.oid import NameOID
 import yaml
 
 import k26deploy
-from harness import CONTAINER_HOST, ROOT, demo_inventory, systemd_container
+from harness import CONTAINER_HOST, ROOT, demo_inventory, key_of, systemd_container
 from safetensors_shards import shard_bytes
 
 pytestmark = pytest.mark.integration
@@ -70,11 +70,6 @@ def tls(tmp_path_factory):
         tls_vars = certificates(tmp_path_factory.mktemp("pki"))
         result = k26deploy.deploy(inventory=inventory, extra_vars=tls_vars)
         yield box, inventory, tls_vars, result
-
-
-def key_of(inventory):
-    with open(os.path.join(inventory, ".secrets", "api_key")) as handle:
-        return handle.read().strip()
 
 
 def journal(box):
