@@ -12,6 +12,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import threading
@@ -36,6 +37,8 @@ SAMPLE_PLAYBOOK = ROOT / "tests" / "gpu" / "sample.yml"
 HOST = "gpu-host"
 UNIT = "sglang.service"
 STATE_DIR = Path("/var/lib/k26-proof")
+# sglang_deepgemm_precompile's records (its state_dir): "this configuration was precompiled here"
+PRECOMPILE_RECORDS = Path("/var/lib/k26deploy/deepgemm")
 MEM_FRACTION = 0.88
 BAD_MEM_FRACTION = 0.99
 SHARD_BYTES = 256 << 20
@@ -340,6 +343,9 @@ def prove_precompile(proof, args):
     precompile_vars = deploy_vars(args, sglang_service_deepgemm_precompile="always",
                                   sglang_service_deepgemm_precompile_timeout=300,
                                   sglang_service_environment={"K26_PROOF_PRECOMPILE": "1"})
+    # A precompile runs once per configuration: a second proof on this host would find its record and skip it (as it
+    # should). Forgetting the records makes the configuration new to the host again, so every run sees a precompile.
+    shutil.rmtree(PRECOMPILE_RECORDS, ignore_errors=True)
     before = unit_prop("InvocationID")
     stop, seen = threading.Event(), {}
     watcher = threading.Thread(target=watch_precompile_exposure, args=(stop, seen), daemon=True)
