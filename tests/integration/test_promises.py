@@ -10,7 +10,7 @@ import pytest
 
 import k26deploy
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
-from harness import snapshot_diff
+from harness import event_texts, snapshot_diff
 from promise_host import CRASH, STORE, UNIT, cli, keys_in_artifacts, managed_files, redeploy
 import sglang_parser
 from sglang_venv import SGLANG_PYTHON, requires_real_sglang
@@ -22,13 +22,21 @@ pytestmark = pytest.mark.integration
 
 def test_deploy_check_mode_reports_what_would_change_and_changes_nothing(served):
     box, inventory, runs = served
-    before, running = box.snapshot(), box.invocation()
-    rc, out, err = cli(runs, "check", "deploy", "-i", inventory, "--check", "--json", "-e",
-                       json.dumps({"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 9}}))
-    result = json.loads(out)
-    assert rc == 0, err[-2000:]
-    assert result["check"] is True and result["hosts"][box.name]["changed"] > 0
-    assert snapshot_diff(before, box.snapshot()) == [] and box.invocation() == running
+    box.exec("chmod 0600 " + DRIFTED)  # a simulator file that is not as the package has it: named, left alone
+    try:
+        before, running = box.snapshot(), box.invocation()
+        rc, out, err = cli(runs, "check", "deploy", "-i", inventory, "--check", "--json", "-e",
+                           json.dumps({"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 9}}))
+        result = json.loads(out)
+        assert rc == 0, err[-2000:]
+        assert result["check"] is True and result["hosts"][box.name]["changed"] > 0
+        assert snapshot_diff(before, box.snapshot()) == [] and box.invocation() == running
+        assert any("would install %s" % DRIFTED in text for text in event_texts(runs / "check"))
+    finally:
+        box.exec("chmod 0644 " + DRIFTED)
+
+
+DRIFTED = "/opt/sglang/simulator/sglang_simulator/api.py"
 
 
 def test_preflight_check_mode_changes_nothing(served):

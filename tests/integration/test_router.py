@@ -7,6 +7,7 @@ router while it restarts, one at a time, in order (the router's workers sampled 
 fails on the first replica, is rolled back there and rejoins, and never reaches the second, which keeps its running
 invocation."""
 
+import hashlib
 import json
 import re
 import shutil
@@ -21,7 +22,7 @@ import yaml
 import k26deploy
 from fleet import (ROUTER_DEFAULTS, ROUTER_URL, RequestStream, WorkerSamples, chat, fleet_containers, key_of,
                    restart_times, router_workers)
-from harness import QUICK_START, ROOT, VENV_BIN, play_batches, task_started, wait_until
+from harness import QUICK_START, ROOT, SIMULATOR, VENV_BIN, play_batches, task_started, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -249,6 +250,7 @@ def running_requests(replica):
 
 # What an older simulator left on a host: its one-file version, and a module the package no longer has.
 OLD_SIMULATOR = ("/opt/sglang/simulator/sglang_simulator.py", "/opt/sglang/simulator/sglang_simulator/gone.py")
+SIM_PACKAGE = "/opt/sglang/simulator/sglang_simulator"
 
 
 def test_limit_deploys_only_the_hosts_it_names(fleet):
@@ -256,6 +258,7 @@ def test_limit_deploys_only_the_hosts_it_names(fleet):
     untouched = second.invocation()
     for path in OLD_SIMULATOR:
         first.put(path, "raise SystemExit('an older simulator')\n")
+    first.exec("echo '# drifted' >> %s/log.py && chmod 0600 %s/api.py && rm %s/gpu.py" % ((SIM_PACKAGE,) * 3))
     limited = k26deploy.deploy(inventory=inventory, limit=first.name,
                                extra_vars={"sglang_service_environment": {LOAD: 1, "FLEET_CHANGE": "limited"}})
     assert limited.exit_code == 0 and list(limited.hosts) == [first.name], limited.to_json()
@@ -264,6 +267,10 @@ def test_limit_deploys_only_the_hosts_it_names(fleet):
     left = first.exec("ls -d %s" % " ".join(OLD_SIMULATOR), check=False)
     assert left.stdout == "", left.stdout  # the upgrade removed both
     assert first.exec("test -f /opt/sglang/simulator/sglang_simulator/__main__.py", check=False).returncode == 0
+    # and the package's files that differed are as the package has them again (content, mode), the others untouched
+    installed = first.exec("cd %s && stat -c '%%n %%a %%U' *.py *.json && sha1sum *.py *.json" % SIM_PACKAGE).stdout
+    for source in sorted(SIMULATOR.glob("*.*")):
+        assert "%s 644 root" % source.name in installed and hashlib.sha1(source.read_bytes()).hexdigest() in installed
 
 
 # molecule/fleet/files/roll_check.py: the verdict on a roll from the samples (tests/unit/test_fleet_roll_check.py)
