@@ -42,7 +42,6 @@ LONGEST_FIRST = (
     "tests/integration/test_promises_starts.py",
     "tests/integration/test_promises_waits.py",
     "tests/integration/test_benchmark.py",
-    "tests/integration/test_tune.py",
     "tests/integration/test_multinode.py",
     "tests/integration/test_k26deploy_api.py",
     "tests/integration/test_secrets.py",

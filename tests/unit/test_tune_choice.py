@@ -1,5 +1,5 @@
 """k26deploy tune: the pure parts (candidates, scores, the choice, the report) and the loop over deploy and bench,
-with recorded results standing in for the runs (the real runs: tests/integration/test_tune.py)."""
+with recorded results standing in for the runs (the real runs: tests/integration/test_benchmark.py)."""
 import json
 from types import SimpleNamespace
 
