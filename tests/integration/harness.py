@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator"
 SIM_IN_CONTAINER = "/opt/sim/sglang_simulator"
+# Where the sglang role installs the simulator (roles/sglang: sglang_base_dir /opt/sglang)
+SIM_INSTALLED = "/opt/sglang/simulator/sglang_simulator"
 
 
 def _nsenter_plugin():

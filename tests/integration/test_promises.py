@@ -10,7 +10,7 @@ import pytest
 
 import k26deploy
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_args
-from harness import event_texts, snapshot_diff
+from harness import SIM_INSTALLED, event_texts, snapshot_diff
 from promise_host import CRASH, STORE, UNIT, cli, keys_in_artifacts, managed_files, redeploy
 import sglang_parser
 from sglang_venv import SGLANG_PYTHON, requires_real_sglang
@@ -36,7 +36,7 @@ def test_deploy_check_mode_reports_what_would_change_and_changes_nothing(served)
         box.exec("chmod 0644 " + DRIFTED)
 
 
-DRIFTED = "/opt/sglang/simulator/sglang_simulator/api.py"
+DRIFTED = SIM_INSTALLED + "/api.py"
 
 
 def test_preflight_check_mode_changes_nothing(served):

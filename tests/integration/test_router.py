@@ -22,7 +22,7 @@ import yaml
 import k26deploy
 from fleet import (ROUTER_DEFAULTS, ROUTER_URL, RequestStream, WorkerSamples, chat, fleet_containers, key_of,
                    restart_times, router_workers)
-from harness import QUICK_START, ROOT, SIMULATOR, VENV_BIN, play_batches, task_started, wait_until
+from harness import QUICK_START, ROOT, SIM_INSTALLED, SIMULATOR, VENV_BIN, play_batches, task_started, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -249,8 +249,7 @@ def running_requests(replica):
 
 
 # What an older simulator left on a host: its one-file version, and a module the package no longer has.
-OLD_SIMULATOR = ("/opt/sglang/simulator/sglang_simulator.py", "/opt/sglang/simulator/sglang_simulator/gone.py")
-SIM_PACKAGE = "/opt/sglang/simulator/sglang_simulator"
+OLD_SIMULATOR = ("/opt/sglang/simulator/sglang_simulator.py", SIM_INSTALLED + "/gone.py")
 
 
 def test_limit_deploys_only_the_hosts_it_names(fleet):
@@ -258,7 +257,7 @@ def test_limit_deploys_only_the_hosts_it_names(fleet):
     untouched = second.invocation()
     for path in OLD_SIMULATOR:
         first.put(path, "raise SystemExit('an older simulator')\n")
-    first.exec("echo '# drifted' >> %s/log.py && chmod 0600 %s/api.py && rm %s/gpu.py" % ((SIM_PACKAGE,) * 3))
+    first.exec("echo '# drifted' >> %s/log.py && chmod 0600 %s/api.py && rm %s/gpu.py" % ((SIM_INSTALLED,) * 3))
     limited = k26deploy.deploy(inventory=inventory, limit=first.name,
                                extra_vars={"sglang_service_environment": {LOAD: 1, "FLEET_CHANGE": "limited"}})
     assert limited.exit_code == 0 and list(limited.hosts) == [first.name], limited.to_json()
@@ -266,9 +265,9 @@ def test_limit_deploys_only_the_hosts_it_names(fleet):
     assert second.invocation() == untouched
     left = first.exec("ls -d %s" % " ".join(OLD_SIMULATOR), check=False)
     assert left.stdout == "", left.stdout  # the upgrade removed both
-    assert first.exec("test -f /opt/sglang/simulator/sglang_simulator/__main__.py", check=False).returncode == 0
+    assert first.exec("test -f %s/__main__.py" % SIM_INSTALLED, check=False).returncode == 0
     # and the package's files that differed are as the package has them again (content, mode), the others untouched
-    installed = first.exec("cd %s && stat -c '%%n %%a %%U' *.py *.json && sha1sum *.py *.json" % SIM_PACKAGE).stdout
+    installed = first.exec("cd %s && stat -c '%%n %%a %%U' *.py *.json && sha1sum *.py *.json" % SIM_INSTALLED).stdout
     for source in sorted(SIMULATOR.glob("*.*")):
         assert "%s 644 root" % source.name in installed and hashlib.sha1(source.read_bytes()).hexdigest() in installed
 
