@@ -29,6 +29,11 @@ debootstrap --variant=minbase --include="$K26_IMAGE_PACKAGES" bookworm "$rootfs"
 rm -f "$rootfs.log"
 # A container has no console to log in on; keep the boot quiet and quick.
 chroot "$rootfs" systemctl mask getty.target systemd-logind.service console-getty.service >/dev/null 2>&1 || true
+# Ansible's modules compiled once per container instead of once per module run (the file says why)
+site=$(chroot "$rootfs" python3 -c 'import site; print(site.getsitepackages()[0])')
+mkdir -p "$rootfs$site" "$rootfs/var/cache/k26-zipimport"
+install -m 0644 "$K26_IMAGE_ZIPIMPORT_CACHE" "$rootfs$site/k26_zipimport_cache.py"
+echo 'import k26_zipimport_cache' >"$rootfs$site/k26_zipimport_cache.pth"
 # Prometheus runs only where the sglang_monitoring role enables it, not in every test container.
 chroot "$rootfs" systemctl disable prometheus.service >/dev/null
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*

@@ -97,7 +97,8 @@ class SystemdContainer:
 
     def snapshot(self):
         """{path: "mode uid:gid sha256-or-link-target"} of every file, directory and link outside the kernel's and
-        systemd's volatile trees and the journal (Ansible's own module runs are logged there), to compare before and
+        systemd's volatile trees, the journal (Ansible's own module runs are logged there) and the image's compile cache
+        of those modules (tests/image/k26_zipimport_cache.py), to compare before and
         after a run that must change nothing. A file that cannot be read fails the snapshot; so does one that is
         implausibly small (a failed exec must not give two empty snapshots that compare equal)."""
         entries = json.loads(self.exec("python3 -c %s" % shlex.quote(SNAPSHOT_SCRIPT), timeout=300).stdout)
@@ -110,7 +111,7 @@ class SystemdContainer:
 SNAPSHOT_SENTINELS = ("/etc/passwd", "/usr/bin/python3", "/usr/lib/systemd/systemd", "/etc/systemd/system")
 SNAPSHOT_SCRIPT = r"""
 import hashlib, json, os, stat, sys
-SKIP = {"/proc", "/sys", "/run", "/tmp", "/dev", "/var/log/journal", "/root/.ansible"}
+SKIP = {"/proc", "/sys", "/run", "/tmp", "/dev", "/var/log/journal", "/root/.ansible", "/var/cache/k26-zipimport"}
 def fail(error):
     sys.exit("snapshot: %s" % error)
 def describe(path):
