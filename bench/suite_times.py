@@ -22,13 +22,15 @@ STEP_LINE = re.compile(r"^(\d+) .*?\b([\w-]+) \S+ ([\w-]+): Executing")
 
 
 def lanes(directory):
-    """[(lane, seconds, exit status)] in the order they started."""
+    """[(lane, seconds after the first one started, seconds, exit status)] in the order they started (lanes may run
+    side by side)."""
     path = directory / "lanes.tsv"
     if not path.exists():
         return []
     rows = [line.split("\t") for line in path.read_text().splitlines() if line.strip()]
     rows.sort(key=lambda row: int(row[1]))
-    return [(name, int(end) - int(start), status) for name, start, end, status in rows]
+    first = int(rows[0][1]) if rows else 0
+    return [(name, int(start) - first, int(end) - int(start), status) for name, start, end, status in rows]
 
 
 def pytest_files(directory):
@@ -73,7 +75,8 @@ def main(argv):
     if not directory.is_dir():
         sys.exit("no timings in %s: run make test first" % directory)
     lane_rows = lanes(directory)
-    table("lanes (wall seconds, exit status)", [(name, "%6d s" % secs, "rc=%s" % rc) for name, secs, rc in lane_rows])
+    table("lanes (wall seconds, from when, exit status)",
+          [(name, "%6d s" % secs, "from +%5d s" % at, "rc=%s" % rc) for name, at, secs, rc in lane_rows])
     files = sorted(pytest_files(directory).items(), key=lambda item: -item[1][1])
     table("pytest files (summed test time incl. set-up, slowest first)",
           [(name, "%7.1f s" % secs, "%4d tests" % count) for name, (count, secs) in files],

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Every test of the project, in the order that fails fastest, in three lanes one after the other (what the later
-# lanes download comes in the background meanwhile):
+# Every test of the project, in three lanes after the set-up (what the lanes download comes in the background
+# meanwhile):
 #   checks:   ansible-lint (production profile) -> ansible-test sanity -> changelog, docs lint, execution environment
 #             -> `make demo` and its curls from this machine
 #   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (3)
 #   molecule: the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
 #             test_multinode hold its checks)
-# (Run side by side they took longer: the suite keeps both cores busy, and podman's lock is shared.)
+# checks then pytest run one after the other, in the order that fails fastest; molecule runs beside them, its output
+# in a log of its own that is printed when it ends. Alone, Molecule kept one core of two busy (one Ansible run, one
+# SGLang at a time) while pytest's lane could have used more; since the tests enter containers with nsenter, podman's
+# shared lock is no longer taken for every command (it was why side by side was slower once).
 # Each part's wall time, pytest's JUnit XML and Molecule's timestamped output go to .cache/test-times/
 # (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time went, and this script prints it at
 # the end.
@@ -15,24 +18,24 @@ cd "$(dirname "$0")/.."
 TIMES=${K26_TEST_TIMES:-$PWD/.cache/test-times}
 rm -rf "$TIMES" && mkdir -p "$TIMES"
 
-# part NAME COMMAND...: run COMMAND under a heading, its output also to $TIMES/last-part.log, and record its wall
-# time and exit status in lanes.tsv.
+# part NAME COMMAND...: run COMMAND under a heading, its output also to $TIMES/last-part-$lane.log (the lane that
+# runs it: each lane sets `lane`), and record its wall time and exit status in lanes.tsv.
 part() {
   local name=$1 start rc=0
   shift
   start=$(date +%s)
   printf '\n===== %s =====\n' "$name"
-  "$@" > >(tee "$TIMES/last-part.log") 2>&1 || rc=$?
+  "$@" > >(tee "$TIMES/last-part-$lane.log") 2>&1 || rc=$?
   wait "$!" 2>/dev/null || true # tee's last lines
   printf '%s\t%s\t%s\t%s\n' "$name" "$start" "$(date +%s)" "$rc" >>"$TIMES/lanes.tsv"
   return "$rc"
 }
 
-# why_it_failed: the lines of the failed part that say why (a task's fatal result, Molecule's verdict, pytest's
-# FAILED lines), short enough to stay in the last screen of a CI log: the whole log is above them.
+# why_it_failed LANE: the lines of the lane's failed part that say why (a task's fatal result, Molecule's verdict,
+# pytest's FAILED lines), short enough to stay in the last screen of a CI log: the whole log is above them.
 why_it_failed() {
-  printf '\nwhy (from the failed part; the whole output is above):\n'
-  sed 's/\x1b\[[0-9;]*m//g' "$TIMES/last-part.log" | grep -v 'FAILED - RETRYING' |
+  printf '\nwhy (from the failed part of %s; the whole output is above):\n' "$1"
+  sed 's/\x1b\[[0-9;]*m//g' "$TIMES/last-part-$1.log" | grep -v 'FAILED - RETRYING' |
     grep -E -A6 'fatal: |FAILED|ERROR|CRITICAL|Error:|error:|Traceback' | cut -c1-300 | head -n 24
 }
 
@@ -45,27 +48,33 @@ stamp() {
   done
 }
 
-# Downloads that only later lanes need run in the background from the start, beside the set-up and the checks:
+# Downloads that only the lanes need run in the background from the start, beside the set-up:
 # real SGLang's parser on CPU (a 2 GB virtualenv; pytest waits for it) and SGLang's wheels (4.1 GB, the wheelhouse
-# Molecule `default` installs the real SGLang from; the Molecule lane waits for it).
+# Molecule `default` installs the real SGLang from; the Molecule lane waits for it). Each leaves its exit status in
+# $TIMES/NAME.rc, which a lane running in a shell of its own can wait for too.
 declare -A background=()
 in_background() {
   local name=$1
   shift
-  "$@" >"$TIMES/$name.log" 2>&1 &
+  { local rc=0; "$@" >"$TIMES/$name.log" 2>&1 || rc=$?; echo "$rc" >"$TIMES/$name.rc"; } &
   background[$name]=$!
 }
 # wait_for NAME: the background job's exit status, after its output
 wait_for() {
-  local rc=0
-  wait "${background[$1]}" || rc=$?
+  until [ -s "$TIMES/$1.rc" ]; do sleep 1; done
   cat "$TIMES/$1.log"
-  return "$rc"
+  return "$(cat "$TIMES/$1.rc")"
+}
+# stop_tree PID: PID and every process under it
+stop_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do stop_tree "$child"; done
+  kill "$1" 2>/dev/null || true
 }
 in_background setup-sglang-cpu scripts/setup_sglang_cpu.sh
 in_background setup-sglang-wheelhouse scripts/setup_sglang_wheelhouse.sh
-trap 'for pid in "${background[@]}"; do pkill -P "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; done' EXIT
-part "set-up (packages, virtualenv, image)" scripts/setup.sh
+trap 'for pid in "${background[@]}"; do stop_tree "$pid"; done' EXIT
+lane=setup part "set-up (packages, virtualenv, image)" scripts/setup.sh
 export PATH=$PWD/.venv/bin:$PATH
 export ANSIBLE_CONFIG=$PWD/ansible.cfg
 source scripts/image.env
@@ -73,32 +82,47 @@ export K26_IMAGE
 
 # Each part is scripts/part.sh PART, as `make PART` runs it alone.
 checks_lane() {
+  local lane=checks
   part "ansible-lint (production profile)" scripts/part.sh lint &&
     part "ansible-test sanity (the collection k26.deploy)" scripts/part.sh sanity &&
     part "the collection's changelog, docs and execution environment" scripts/part.sh collection &&
     part "make demo, and its curls from this machine" scripts/part.sh demo
 }
 
-# Two workers, a test file each at a time (a file's containers are set up once for its tests); tests/conftest.py
+# K26_TEST_WORKERS workers (3), a test file each at a time (a file's containers are set up once for its tests); tests/conftest.py
 # hands out the longest files first.
 pytest_lane() {
+  local lane=pytest
   part "set-up: real SGLang on CPU (installed in the background)" wait_for setup-sglang-cpu &&
     part "pytest: unit and integration tests" scripts/part.sh pytest
 }
 
 molecule_default() { scripts/part.sh molecule 2>&1 | stamp "$TIMES/molecule-default.log"; }
+# Molecule's prepare makes its tiny model with real SGLang on CPU too (and would make that virtualenv itself, beside
+# the download of the same: it waits for it)
+molecule_downloads() { wait_for setup-sglang-wheelhouse && wait_for setup-sglang-cpu; }
 molecule_lane() {
-  part "set-up: SGLang's wheels (downloaded in the background)" wait_for setup-sglang-wheelhouse &&
+  local lane=molecule
+  part "set-up: SGLang's wheels and real SGLang on CPU (downloaded in the background)" molecule_downloads &&
     part "molecule: default (the real SGLang)" molecule_default
 }
 
+molecule_lane >"$TIMES/lane-molecule.log" 2>&1 &
+background[molecule-lane]=$!
 failed=()
-for lane in checks pytest molecule; do
-  "${lane}_lane" || { failed+=("$lane"); break; }
+for name in checks pytest; do
+  "${name}_lane" || { failed+=("$name"); break; }
 done
+if ((${#failed[@]} == 0)); then
+  rc=0
+  wait "${background[molecule-lane]}" || rc=$?
+  printf '\n===== the molecule lane (it ran beside the others) =====\n'
+  cat "$TIMES/lane-molecule.log"
+  ((rc == 0)) || failed+=(molecule)
+fi
 .venv/bin/python bench/suite_times.py "$TIMES" || true
 if ((${#failed[@]})); then
-  why_it_failed || true
+  why_it_failed "${failed[0]}" || true
   printf '\nFAILED: %s\n' "${failed[*]}"
   exit 1
 fi
