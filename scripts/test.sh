@@ -25,8 +25,9 @@ part() {
   shift
   start=$(date +%s)
   printf '\n===== %s =====\n' "$name"
-  "$@" > >(tee "$TIMES/last-part-$lane.log") 2>&1 || rc=$?
-  wait "$!" 2>/dev/null || true # tee's last lines
+  # (a pipeline, not a process substitution: bash's $! does not name one, so waiting for it waited for whatever
+  # ran in the background last)
+  "$@" 2>&1 | tee "$TIMES/last-part-$lane.log" || rc=${PIPESTATUS[0]}
   printf '%s\t%s\t%s\t%s\n' "$name" "$start" "$(date +%s)" "$rc" >>"$TIMES/lanes.tsv"
   return "$rc"
 }
