@@ -25,8 +25,8 @@ part() {
   shift
   start=$(date +%s)
   printf '\n===== %s =====\n' "$name"
-  # (a pipeline, not a process substitution: bash's $! does not name one, so waiting for it waited for whatever
-  # ran in the background last)
+  # (a pipeline, not a process substitution: after an external command bash's $! still names the last background
+  # job, so waiting on it for tee waited for that job)
   "$@" 2>&1 | tee "$TIMES/last-part-$lane.log" || rc=${PIPESTATUS[0]}
   printf '%s\t%s\t%s\t%s\n' "$name" "$start" "$(date +%s)" "$rc" >>"$TIMES/lanes.tsv"
   return "$rc"
@@ -90,8 +90,8 @@ checks_lane() {
     part "make demo, and its curls from this machine" scripts/part.sh demo
 }
 
-# K26_TEST_WORKERS workers (3), a test file each at a time (a file's containers are set up once for its tests); tests/conftest.py
-# hands out the longest files first.
+# K26_TEST_WORKERS workers (3), a test file each at a time (a file's containers are set up once for its tests);
+# tests/conftest.py hands out the longest files first.
 pytest_lane() {
   local lane=pytest
   part "set-up: real SGLang on CPU (installed in the background)" wait_for setup-sglang-cpu &&

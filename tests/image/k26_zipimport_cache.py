@@ -23,29 +23,51 @@ def _with_filename(code, filename):
     return code.replace(co_filename=filename, co_consts=consts)
 
 
+# The imports are inside the functions: the .pth line imports this file in every interpreter the image starts,
+# and only one that imports from a zip needs them.
+def _cache_path(source):
+    import hashlib
+    import os
+    from importlib.util import MAGIC_NUMBER
+    return os.path.join(CACHE_DIR, hashlib.sha256(MAGIC_NUMBER + source).hexdigest())
+
+
+def _load(path, pathname):
+    """The code kept at `path`, as compiled from `pathname`; None when there is none or it cannot be read."""
+    import marshal
+    try:
+        with open(path, "rb") as cached:
+            return _with_filename(marshal.load(cached), pathname)
+    except Exception:  # missing, damaged or from elsewhere: compiled again
+        return None
+
+
+def _store(path, code):
+    """Keep `code` at `path` when root runs this (others only read the cache); a failure keeps nothing."""
+    import marshal
+    import os
+    if os.geteuid() != 0 or not os.path.isdir(CACHE_DIR):
+        return
+    scratch = "%s.%d" % (path, os.getpid())
+    try:
+        with open(scratch, "wb") as out:
+            marshal.dump(code, out)
+        os.replace(scratch, path)
+    except OSError:
+        try:
+            os.unlink(scratch)
+        except OSError:
+            pass
+
+
 def _cached_compile_source(pathname, source):
     """zipimport's _compile_source, from the cache when the same source was compiled before."""
-    try:
-        import hashlib
-        import marshal
-        import os
-        from importlib.util import MAGIC_NUMBER
-
-        path = os.path.join(CACHE_DIR, hashlib.sha256(MAGIC_NUMBER + source).hexdigest())
-        try:
-            with open(path, "rb") as cached:
-                return _with_filename(marshal.load(cached), pathname)
-        except (OSError, EOFError, ValueError, TypeError):
-            pass
+    path = _cache_path(source)
+    code = _load(path, pathname)
+    if code is None:
         code = _compile_source(pathname, source)
-        if os.geteuid() == 0 and os.path.isdir(CACHE_DIR):
-            scratch = "%s.%d" % (path, os.getpid())
-            with open(scratch, "wb") as out:
-                marshal.dump(code, out)
-            os.replace(scratch, path)
-        return code
-    except Exception:  # a cache must never be why an import fails
-        return _compile_source(pathname, source)
+        _store(path, code)
+    return code
 
 
 zipimport._compile_source = _cached_compile_source

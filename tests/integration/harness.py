@@ -109,9 +109,11 @@ class SystemdContainer:
 
 # What every snapshot of a container of the project's image holds.
 SNAPSHOT_SENTINELS = ("/etc/passwd", "/usr/bin/python3", "/usr/lib/systemd/systemd", "/etc/systemd/system")
-SNAPSHOT_SCRIPT = r"""
+# The image's compile cache of Ansible's modules (tests/image/k26_zipimport_cache.py, CACHE_DIR)
+ZIPIMPORT_CACHE = "/var/cache/k26-zipimport"
+SNAPSHOT_SKIP = ("/proc", "/sys", "/run", "/tmp", "/dev", "/var/log/journal", "/root/.ansible", ZIPIMPORT_CACHE)
+SNAPSHOT_SCRIPT = "SKIP = %r\n" % set(SNAPSHOT_SKIP) + r"""
 import hashlib, json, os, stat, sys
-SKIP = {"/proc", "/sys", "/run", "/tmp", "/dev", "/var/log/journal", "/root/.ansible", "/var/cache/k26-zipimport"}
 def fail(error):
     sys.exit("snapshot: %s" % error)
 def describe(path):

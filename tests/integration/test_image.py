@@ -3,14 +3,13 @@ ran once is compiled from the cache the next time."""
 
 import pytest
 
-from harness import run_task
+from harness import ZIPIMPORT_CACHE, run_task
 
 pytestmark = pytest.mark.integration
-CACHE = "/var/cache/k26-zipimport"
 
 
 def cached(container):
-    return set(container.exec("ls -A %s" % CACHE).stdout.split())
+    return set(container.exec("ls -A %s" % ZIPIMPORT_CACHE).stdout.split())
 
 
 def test_a_module_is_compiled_once_per_container(container):
