@@ -38,5 +38,11 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
+# make test's cache of the module_utils Ansible walks for each module payload (tests/controller/k26_ansiballz_cache.py,
+# inert unless K26_ANSIBALLZ_CACHE is set), installed at every set-up so that .venv holds this checkout's version
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+install -m 0644 tests/controller/k26_ansiballz_cache.py "$site/k26_ansiballz_cache.py"
+echo 'import k26_ansiballz_cache' >"$site/k26_ansiballz_cache.pth"
+
 scripts/build_image.sh
 log "ready: activate with 'source .venv/bin/activate'"
