@@ -50,6 +50,16 @@ def test_second_deploy_changes_nothing_and_keeps_the_service(target):
     assert result.stats[box.name].changed == 0
     assert result.hosts[box.name].restarted is False
     assert box.invocation() == before
+    # the GPUs are read by preflight and by nvidia_cuda, which changed nothing: sglang_service does not read again
+    assert gpu_fact_reads(result.artifacts_dir, box.name) == 2
+
+
+def gpu_fact_reads(artifacts_dir, host):
+    """How many times the run read the host's GPU facts (k26.deploy.nvidia_gpu_facts ran there)."""
+    events = [json.loads(path.read_text()) for path in Path(artifacts_dir).glob("job_events/*.json")]
+    return sum(1 for event in events if event.get("event") == "runner_on_ok"
+               and event["event_data"].get("host") == host
+               and event["event_data"].get("resolved_action") == "k26.deploy.nvidia_gpu_facts")
 
 
 def test_bad_input_fails_before_anything_changes(target):
