@@ -50,16 +50,17 @@ def test_second_deploy_changes_nothing_and_keeps_the_service(target):
     assert result.stats[box.name].changed == 0
     assert result.hosts[box.name].restarted is False
     assert box.invocation() == before
-    # the GPUs are read by preflight and by nvidia_cuda, which changed nothing: sglang_service does not read again
-    assert gpu_fact_reads(result.artifacts_dir, box.name) == 2
+    # what preflight read and checked is not read or checked again: the GPUs by preflight and by nvidia_cuda, which
+    # changed nothing; the options by SGLang's parser (here the simulator's) once, in preflight
+    assert runs_of(result.artifacts_dir, box.name, "k26.deploy.nvidia_gpu_facts") == 2
+    assert runs_of(result.artifacts_dir, box.name, "k26.deploy.sglang_args_check") == 1
 
 
-def gpu_fact_reads(artifacts_dir, host):
-    """How many times the run read the host's GPU facts (k26.deploy.nvidia_gpu_facts ran there)."""
+def runs_of(artifacts_dir, host, module):
+    """How many times the run ran MODULE on HOST."""
     events = [json.loads(path.read_text()) for path in Path(artifacts_dir).glob("job_events/*.json")]
     return sum(1 for event in events if event.get("event") == "runner_on_ok"
-               and event["event_data"].get("host") == host
-               and event["event_data"].get("resolved_action") == "k26.deploy.nvidia_gpu_facts")
+               and event["event_data"].get("host") == host and event["event_data"].get("resolved_action") == module)
 
 
 def test_bad_input_fails_before_anything_changes(target):
