@@ -8,8 +8,8 @@
 #             test_multinode hold its checks)
 # checks then pytest run one after the other, in the order that fails fastest; molecule runs beside them, its output
 # in a log of its own that is printed when it ends. Alone, Molecule kept one core of two busy (one Ansible run, one
-# SGLang at a time) while the others waited: on two cores with one kept busy by another process, 39.3 minutes side by
-# side against 44.4 one after the other (2026-12-05; the README has the parts).
+# SGLang at a time) while the others waited: on two cores with a busy loop beside, 39.3 minutes side by side against
+# 44.4 one after the other (2026-12-05; 34.7 since the module_utils walk is kept for the run; the README has the parts).
 # Each part's wall time, pytest's JUnit XML and Molecule's timestamped output go to .cache/test-times/
 # (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time went, and this script prints it at
 # the end.
