@@ -19,6 +19,11 @@ ENV = "K26_ANSIBALLZ_CACHE"
 MODULE = "ansible.executor.module_common"
 
 
+def _as_bytes(data):
+    """Source as Ansible hands it over (text, bytes, or either tagged with its origin), as plain bytes."""
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
 class _Recorder:
     """A stand-in for the payload's ZipFile that also keeps what is written into it."""
 
@@ -30,15 +35,15 @@ class _Recorder:
         return getattr(self._zf, name)
 
     def writestr(self, zinfo, data, *args, **kwargs):
-        self.members.append((zinfo.filename, data.encode("utf-8") if isinstance(data, str) else bytes(data)))
+        self.members.append((zinfo.filename, _as_bytes(data)))
         return self._zf.writestr(zinfo, data, *args, **kwargs)
 
 
 def _key(module_common, module_fqn, module_data):
     import hashlib
-    data = module_data.encode("utf-8") if isinstance(module_data, str) else bytes(module_data)
     paths = module_common.module_utils_loader._get_paths(subdirs=False)
-    parts = [module_common.__version__, module_fqn, "\0".join(paths), hashlib.sha256(data).hexdigest()]
+    source = hashlib.sha256(_as_bytes(module_data)).hexdigest()
+    parts = [module_common.__version__, module_fqn, "\0".join(paths), source]
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 

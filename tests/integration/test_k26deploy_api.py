@@ -45,20 +45,20 @@ def test_no_event_is_lost(target):
 def test_second_deploy_changes_nothing_and_keeps_the_service(target):
     box, inventory, dummy, dummy = target
     before = box.invocation()
-    result = k26deploy.deploy(inventory=inventory)
+    events = []
+    result = k26deploy.deploy(inventory=inventory, event_callback=events.append)
     assert result.exit_code == 0, result.to_json()
     assert result.stats[box.name].changed == 0
     assert result.hosts[box.name].restarted is False
     assert box.invocation() == before
     # what preflight read and checked is not read or checked again: the GPUs by preflight and by nvidia_cuda, which
     # changed nothing; the options by SGLang's parser (here the simulator's) once, in preflight
-    assert runs_of(result.artifacts_dir, box.name, "k26.deploy.nvidia_gpu_facts") == 2
-    assert runs_of(result.artifacts_dir, box.name, "k26.deploy.sglang_args_check") == 1
+    assert runs_of(events, box.name, "k26.deploy.nvidia_gpu_facts") == 2
+    assert runs_of(events, box.name, "k26.deploy.sglang_args_check") == 1
 
 
-def runs_of(artifacts_dir, host, module):
-    """How many times the run ran MODULE on HOST."""
-    events = [json.loads(path.read_text()) for path in Path(artifacts_dir).glob("job_events/*.json")]
+def runs_of(events, host, module):
+    """How many times the run whose EVENTS these are ran MODULE on HOST."""
     return sum(1 for event in events if event.get("event") == "runner_on_ok"
                and event["event_data"].get("host") == host and event["event_data"].get("resolved_action") == module)
 
