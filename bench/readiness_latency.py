@@ -7,7 +7,7 @@ side by side:
   - ansible.builtin.uri with until/retries/delay: 15 on /v1/models.
 Two targets, reported side by side:
   - the simulator: a process crash while loading (Restart=no), readiness (the "ready to roll" line), and a crash
-    loop (Restart=on-failure);
+    loop (Restart=on-failure); and a plain unit whose shell prints a line, a traceback 6 s later, and exits;
   - the real SGLang 0.5.23 on the CPU (installed by the sglang role from the wheelhouse of
     scripts/setup_sglang_wheelhouse.sh, serving the tiny model of scripts/make_tiny_model.py): readiness, and a
     crash while loading (the same model with a broken weight file).
@@ -49,6 +49,8 @@ TINY_MODEL = ROOT / ".cache" / "tiny-model"
 CPU_PROFILE = ROOT / "roles" / "sglang_service" / "vars" / "profiles" / "cpu.yml"
 READY_LINE = "The server is fired up and ready to roll!"
 EXITED_LINE = "Main process exited"
+PLAIN_CRASH = ("/bin/sh -c 'echo loading weights; sleep 6; echo \"Traceback (most recent call last):\" >&2; "
+               "echo \"RuntimeError: the plain unit died\" >&2; exit 1'")
 
 SEED_LOOP = r"""
 for i in $(seq 1 90); do
@@ -79,6 +81,9 @@ def simulator_events():
         "crash": Event(start, env(16, "crash_loading"), config, "no", EXITED_LINE),
         "ready": Event(start, env(6), config, "no", READY_LINE),
         "crash_loop": Event(start, env(16, "crash_loading"), config, "on-failure", EXITED_LINE),
+        # not the simulator: a plain unit that prints a loading line, a traceback on stderr 6 s later, and exits 1
+        # (issue 49: a user's report of 2.6 s from the exit to sglang_ready's verdict)
+        "crash_plain": Event(PLAIN_CRASH, {}, None, "no", EXITED_LINE),
     }
 
 

@@ -57,6 +57,11 @@ ACTION_SEVERITY = {'RESET_GPU': ERROR, 'RESTART_BM': ERROR, 'CONTACT_SUPPORT': E
 SXID_SEVERITY = WARNING
 
 _DMESG_TIME = re.compile(r'^\[\s*(\d+\.\d+)\]')
+# What comes before the kernel's message itself: dmesg's time, or journalctl's and syslog's "DATE HOST kernel: ".
+_LINE_PREFIX = re.compile(r'^\s*(?:\[\s*\d+\.\d+\]\s*'
+                          r'|(?:[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) \S+ kernel: (?:\[\s*\d+\.\d+\]\s*)?)?')
+# The driver's own messages begin with these words; another driver's message that quotes them (a mount error names a
+# file system label any user may choose) is not an event.
 _XID = re.compile(r'NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),?\s*(.*)$')
 _SXID = re.compile(r'(nvidia-nvswitch\d*): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),?\s*(.*)$')
 _LEAF = re.compile(r'^(\s*)(\S.*?)\s*:\s(.*)$')
@@ -160,10 +165,12 @@ def _flatten(tree):
 
 
 def parse_kernel_events(text):
-    """Kernel log lines -> the NVIDIA events in them: [{kind, code, pci, detail, meaning, action, severity, line}]."""
+    """Kernel log lines (dmesg's, journalctl -k's or bare messages) -> the NVIDIA events in them, each a message
+    that begins with the driver's words: [{kind, code, pci, detail, meaning, action, severity, line}]."""
     events = []
     for line in (text or '').splitlines():
-        xid = _XID.search(line)
+        message = line[_LINE_PREFIX.match(line).end():]
+        xid = _XID.match(message)
         if xid:
             code = int(xid.group(2))
             unknown = ('Xid %d (not in the catalog this package keeps)' % code, 'CONTACT_SUPPORT')
@@ -172,7 +179,7 @@ def parse_kernel_events(text):
                            'meaning': meaning, 'action': action, 'severity': ACTION_SEVERITY[action],
                            'line': line.strip()})
             continue
-        sxid = _SXID.search(line)
+        sxid = _SXID.match(message)
         if sxid:
             events.append({'kind': 'SXid', 'code': int(sxid.group(3)), 'pci': sxid.group(2).upper(),
                            'detail': sxid.group(4).strip(), 'meaning': 'NVSwitch error (%s)' % sxid.group(1),

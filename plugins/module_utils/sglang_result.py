@@ -47,6 +47,8 @@ FIELDS = {
     'benchmark': (dict, "the benchmark sweep: levels, diagnosis, changes against the baseline, gate, files"),
     'findings': (list, 'preflight findings (deploy, preflight) or those of the running configuration (status)'),
     'workers': (list, 'a router: the replicas it routes to as it lists them (url, status, is_healthy)'),
+    'guard': (dict, "the replica guard's word (sglang_guard_info): installed, verdict, why, held, canary_seconds, "
+                    'incidents by verdict, last_incidents'),
 }
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "status",
     "rollback",
     "logs",
+    "incidents",
     "bench",
     "run",
     "RunResult",
@@ -105,6 +106,12 @@ def status(inventory: Any = None, extra_vars: Any = None, **options: Any) -> Run
 def rollback(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
     """Run ``playbooks/rollback.yml``: restore the last configuration that reached ready."""
     return run("rollback", inventory, extra_vars, **options)
+
+
+def incidents(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:
+    """Run ``playbooks/incidents.yml``: each replica guard's verdict and its incidents with their evidence, in
+    ``HostResult.guard``."""
+    return run("incidents", inventory, extra_vars, **options)
 
 
 def logs(inventory: Any = None, extra_vars: Any = None, **options: Any) -> RunResult:

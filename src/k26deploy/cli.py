@@ -36,6 +36,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TextIO
 
@@ -53,6 +54,7 @@ COMMAND_HELP = {
     "status": "report each host's service: ready, model, endpoint (playbooks/status.yml)",
     "rollback": "restore the last configuration that reached ready (playbooks/rollback.yml)",
     "logs": "show each host's journal excerpt for the service (playbooks/logs.yml)",
+    "incidents": "show what each replica's guard found and did, with the evidence (playbooks/incidents.yml)",
     "bench": "benchmark each host's endpoint at several concurrency levels and report (playbooks/benchmark.yml)",
 }
 
@@ -164,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "logs":
             command.add_argument("-n", "--lines", type=int, metavar="N",
                                  help="journal lines per host (extra var k26_log_lines; playbook default 200)")
+        if name == "incidents":
+            command.add_argument("-n", "--last", type=int, metavar="N",
+                                 help="the newest incidents per host (extra var k26_incidents_last; default 20)")
         if name == "deploy":
             command.add_argument("--serial", metavar="N|P%",
                                  help="replicas behind a router changed at a time, a number or a percentage "
@@ -318,6 +323,37 @@ def format_precompile(precompile: dict[str, Any]) -> str:
             f"{precompile.get('reason') or ''})")
 
 
+def format_incident(record: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("time") or 0))
+    line = f"{when} {record.get('verdict')}: {record.get('action')}{'' if record.get('acted', True) else ' (failed)'}"
+    line += f" - {record.get('why')}"
+    if record.get("recovered_after_seconds") is not None:
+        line += f"; answered again after {format_elapsed(record['recovered_after_seconds'])}"
+    return line
+
+
+def format_guard(guard: dict[str, Any] | None, evidence: bool = False) -> list[str]:
+    """The replica guard's word: its verdict, then its newest incidents (with their evidence for ``incidents``)."""
+    if not guard:
+        return []
+    if not guard.get("installed"):
+        return ["guard: none (sglang_service_guard is off, or it never ran)"]
+    counts = ", ".join(f"{verdict} {count}" for verdict, count in sorted((guard.get("incidents") or {}).items()))
+    head = f"guard: {guard.get('verdict')}"
+    if guard.get("held"):
+        head += f", HOLDING the service stopped ({guard['held']})"
+    head += f" - {guard.get('why')}; incidents: {counts or 'none'}"
+    lines = [head]
+    for record in guard.get("last_incidents") or []:
+        lines.append("  " + format_incident(record))
+        if record.get("operator"):
+            lines.append("    what to do: " + record["operator"])
+        for name in ("kernel", "gpus", "journal") if evidence else ():
+            for text in (record.get("evidence") or {}).get(name) or []:
+                lines.append(f"    {name} | {text}")
+    return lines
+
+
 def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool = False) -> None:
     """A short human summary of the run, one block per host."""
     duration = f" in {result.duration:.1f}s" if result.duration is not None else ""
@@ -362,6 +398,8 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
             out.write(f"    {format_precompile(host.precompile)}\n")
         if host.startup:
             out.write(f"    {format_startup(host.startup)}\n")
+        for line in format_guard(host.guard, evidence=command == "incidents"):
+            out.write(f"    {line}\n")
         for finding in (host.startup or {}).get("findings") or []:
             out.write(f"    {format_finding(finding)}\n")
         for line in (host.benchmark or {}).get("lines") or []:
@@ -473,6 +511,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.lines < 1:
             return _early_failure(args, "--lines must be at least 1", EXIT_BAD_INPUT)
         extra_vars["k26_log_lines"] = args.lines
+    if getattr(args, "last", None) is not None:
+        if args.last < 1:
+            return _early_failure(args, "--last must be at least 1", EXIT_BAD_INPUT)
+        extra_vars["k26_incidents_last"] = args.last
     if getattr(args, "strict", False):
         extra_vars["k26_preflight_strict"] = True
     if getattr(args, "serial", None) is not None:

@@ -109,6 +109,7 @@ SUMMARY_FIELDS = (
     "startup",
     "precompile",
     "model",
+    "guard",
 )
 
 #: fields of a readiness progress record (the sglang_ready action plugin's, see its PROGRESS_RECORD_FIELDS) that a
@@ -268,6 +269,11 @@ class HostResult:
     #: the model's files on the host (the sglang_model role): ``source``, ``staged``, ``ready``, ``files``,
     #: ``shards``, ``total_bytes``, ``digest``, ``msg``, ``prewarm`` (state, bytes, seconds, reason)
     model: dict[str, Any] | None = None
+    #: the replica guard's word (status, incidents): ``installed``, ``verdict`` (healthy, starting, stopped, hung,
+    #: gpu_fault, crash_loop), ``why``, ``held``, ``canary_seconds``, ``incidents`` by verdict, ``last_incidents``
+    #: (each ``time``, ``verdict``, ``action``, ``acted``, ``why``, ``recovered_after_seconds``, ``operator``, and
+    #: with incidents ``evidence``)
+    guard: dict[str, Any] | None = None
 
     def findings_of(self, severity: str) -> list[dict[str, Any]]:
         return [f for f in self.findings or [] if f.get("severity") == severity]

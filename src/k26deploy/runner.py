@@ -54,6 +54,7 @@ PLAYBOOKS = {
     "status": "playbooks/status.yml",
     "rollback": "playbooks/rollback.yml",
     "logs": "playbooks/logs.yml",
+    "incidents": "playbooks/incidents.yml",
     "bench": "playbooks/benchmark.yml",
 }
 

@@ -47,6 +47,21 @@ def test_kernel_lines_give_each_event_its_meaning_action_and_severity():
     assert health.parse_kernel_events("NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception")[0]["severity"] == "warning"
 
 
+def test_only_a_kernel_message_that_begins_with_the_driver_s_words_is_an_event():
+    """A mount error quoting "NVRM: Xid" (any user can cause one) is another driver's message, not an Xid."""
+    quoted = [line for line in fixture("kernel-xid.txt").splitlines() if "-fs (loop" in line]
+    assert len(quoted) == 2 and health.parse_kernel_events("\n".join(quoted)) == []
+    assert health.events_since("\n".join(quoted), 0.0) == []
+    # the same message as journalctl -k prints it (short format), as dmesg prints it, and bare
+    for line in ("Dec 06 12:00:01 gpu7 kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception",
+                 "[ 12.5] NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception",
+                 "NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception"):
+        assert [event["code"] for event in health.parse_kernel_events(line)] == [13], line
+    for spoof in ("Dec 06 12:00:01 gpu7 kernel: EXT4-fs (loop0): NVRM: Xid (PCI:0000:3b:00): 79",
+                  "EXT4-fs (loop0): label x kernel: NVRM: Xid (PCI:0000:3b:00): 79"):
+        assert health.parse_kernel_events(spoof) == [], spoof
+
+
 def test_the_facts_give_each_gpu_its_health_and_its_own_kernel_events():
     gpus = [{"index": 0, "pci_bus_id": H200_BUS}]
 

@@ -38,7 +38,8 @@ K26 = {
     "reasoning-parser": "kimi_k2",
     "cuda-graph-max-bs-decode": 64,
     "enable-metrics": True,
-    "uvicorn-access-log-exclude-prefixes": ["/metrics"],
+    "uvicorn-access-log-exclude-prefixes": ["/metrics", "/health_generate"],
+    "watchdog-timeout": 300,
     "disable-radix-cache": False,
     "api-key": "k26-test-secret-0123",
 }
@@ -70,7 +71,7 @@ def test_k26_options_pass(tmp_path):
     parsed = result["parsed"]
     assert parsed["pp_size"] == 8 and parsed["pp_async_batch_depth"] == 8
     assert parsed["attention_backend"] == "triton" and parsed["trust_remote_code"] is True
-    assert parsed["uvicorn_access_log_exclude_prefixes"] == ["/metrics"]
+    assert parsed["uvicorn_access_log_exclude_prefixes"] == ["/metrics", "/health_generate"]
     assert list(tmp_path.iterdir()) == []  # the private config file is gone
 
 

@@ -147,7 +147,7 @@ def test_k26deploy_reads_exactly_the_fields_of_the_schema():
 
 def test_a_result_of_the_role_has_every_field_but_the_other_publishers():
     result = outcome.result(deploy(("waited", READY)), SERVICE)
-    assert set(sglang_result.FIELDS) - set(result) == {"findings", "workers"}
+    assert set(sglang_result.FIELDS) - set(result) == {"findings", "workers", "guard"}
 
 
 @pytest.mark.parametrize("steps, before, restarted", [

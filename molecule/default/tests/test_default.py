@@ -330,6 +330,46 @@ def test_the_deepgemm_precompile_runs_real_sglangs_own_command_before_the_restar
     assert [m["id"] for m in json.loads(curl(host, "/v1/models"))["data"]] == [MODEL]
 
 
+GUARD_STATE = "/var/lib/k26deploy/guard/sglang"
+
+
+def guard_incidents(host):
+    names = host.check_output("ls %s/incidents 2>/dev/null || true" % GUARD_STATE).split()
+    return [json.loads(host.check_output("cat %s/incidents/%s" % (GUARD_STATE, name))) for name in names]
+
+
+def wait_for(condition, what, timeout):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "never happened within %d s: %s" % (timeout, what)
+        time.sleep(1)
+
+
+def test_the_guard_restarts_real_sglang_whose_scheduler_stopped_and_it_serves_again(host):
+    """SIGSTOP on real SGLang's scheduler process: HTTP stays up (the main process), no token is made. The replica
+    guard finds it hung, restarts the service, and the real server serves again; one incident holds the journal of
+    the invocation it restarted."""
+    before = host.check_output("systemctl show sglang.service --property=InvocationID --value")
+    seen = len(guard_incidents(host))
+    assert host.run("systemctl is-active sglang-guard.service").stdout.strip() == "active"
+    host.check_output("pkill -STOP -f '^sglang::scheduler'")
+    try:
+        wait_for(lambda: host.check_output("systemctl show sglang.service --property=InvocationID --value") != before,
+                 "the guard restarts the service", timeout=180)
+    finally:
+        host.run("pkill -CONT -f '^sglang::scheduler'")
+    wait_for(lambda: (guard_incidents(host)[-1:] or [{}])[0].get("recovered_after_seconds") is not None,
+             "the restarted real server answers the guard's canary", timeout=600)
+    new = guard_incidents(host)[seen:]
+    assert [(record["verdict"], record["action"], record["acted"]) for record in new] == [("hung", "restart", True)]
+    assert new[0]["invocation"] == before
+    # the restarted invocation's own journal lines (its last ones: the canaries it still answered)
+    assert new[0]["evidence"]["journal"] and "canaries missed in a row" in new[0]["why"], new[0]
+    assert KEY not in json.dumps(new)
+    assert [m["id"] for m in json.loads(curl(host, "/v1/models"))["data"]] == [MODEL]
+    assert json.loads(chat(host))["usage"]["completion_tokens"] > 0
+
+
 def test_a_model_real_sglang_cannot_load_fails_with_its_own_error_and_rolls_back(host):
     """Last: it restarts the service twice (the broken model, then the rollback). The model's verification is
     turned off (sglang_model_source none) so that real SGLang meets the broken file itself."""

@@ -38,6 +38,11 @@ config file), each also accepted as a command-line flag:
     SGLANG_SIM_TOKENS_PER_SECOND        --sim-tokens-per-second        model: the performance model below;
                                         a number: that speed per request (0: no delay)
     SGLANG_SIM_HEALTH_GENERATE_SECONDS  --sim-health-generate-seconds  1.0  /health_generate once warm
+    SGLANG_SIM_HANG_FILE                --sim-hang-file                (none) once warm, the scheduler hangs
+                                                                            while this file exists: HTTP answers,
+                                                                            no token is made, /health_generate
+                                                                            fails after SGLANG_HEALTH_CHECK_TIMEOUT
+                                                                            (20 s) and /ready says 503 after it
     SGLANG_SIM_FAILURE                  --sim-failure                  none, crash_loading,
                                         hang_loading, crash_after_ready, warmup_fail
     SGLANG_SIM_CRASH_AFTER_SECONDS      --sim-crash-after-seconds      2.0  for crash_after_ready

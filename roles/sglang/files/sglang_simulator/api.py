@@ -2,6 +2,7 @@
 
 import hmac
 import json
+import os
 import time
 import uuid
 from urllib.parse import urlsplit
@@ -16,6 +17,8 @@ DEFAULT_CONTEXT_LENGTH = 262144
 DEFAULT_MAX_TOKENS = 16  # OpenAI endpoints
 DEFAULT_MAX_NEW_TOKENS = 128  # native /generate
 # Like SGLang's API key middleware: these stay open, everything else needs the key.
+# SGLang's /health_generate gives up after this many seconds (its environment variable, default 20)
+HEALTH_CHECK_TIMEOUT = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT") or 20)
 OPEN_PATH_PREFIXES = ("/health", "/ready", "/metrics")
 # Routes SGLang 0.5.23 marks AuthLevel.ADMIN_OPTIONAL (srt/entrypoints/http_server.py) that the simulator serves:
 # with an admin key set only that key opens them, with none the API key does (srt/utils/auth.py decide_request_auth).
@@ -156,15 +159,21 @@ class Api:
         handler.send_empty(200 if self.state.warm else 503)
 
     def health_generate(self, handler, body):
+        """SGLang's: a one-token generation; 503 when none came within SGLANG_HEALTH_CHECK_TIMEOUT, and /ready
+        answers 503 from then on until a health check succeeds again."""
         if not self.state.warm:
             return handler.send_empty(503)
+        if self.state.wait_while_hung(limit=HEALTH_CHECK_TIMEOUT):
+            self.state.health_failed = True
+            return handler.send_empty(503)
         time.sleep(self.state.settings.health_generate_seconds)
+        self.state.health_failed = False
         handler.send_empty(200)
 
     def ready(self, handler, body):
         if self.state.settings.without_ready:  # SGLang 0.5.18 and older have no /ready
             return handler.send_json(404, {"detail": "Not Found"})
-        handler.send_empty(200 if self.state.warm else 503)
+        handler.send_empty(200 if self.state.warm and not self.state.health_failed else 503)
 
     # ---- generation
 

@@ -307,6 +307,8 @@ SIM_KNOBS = (
      "generation speed per request (0: no delay)"),
     ("--sim-health-generate-seconds", "SGLANG_SIM_HEALTH_GENERATE_SECONDS", "1.0", non_negative_float,
      "time /health_generate takes once warm"),
+    ("--sim-hang-file", "SGLANG_SIM_HANG_FILE", "", str,
+     "once warm, the scheduler hangs while this file exists: HTTP answers, no token is made"),
     ("--sim-failure", "SGLANG_SIM_FAILURE", "none", str, "one of: " + ", ".join(FAILURE_MODES)),
     ("--sim-crash-after-seconds", "SGLANG_SIM_CRASH_AFTER_SECONDS", "2.0", non_negative_float,
      "seconds after ready before crash_after_ready crashes"),
@@ -335,6 +337,7 @@ class SimSettings:
     warmup_hold_file: str
     tokens_per_second: object  # "model" or a float
     health_generate_seconds: float
+    hang_file: str
     failure: str
     crash_after_seconds: float
     without_ready: bool

@@ -1,6 +1,7 @@
 """The serving state behind the HTTP API: metrics, token pacing and one simulated generation."""
 
 import threading
+import os
 import time
 import uuid
 
@@ -65,6 +66,7 @@ class ServerState:
         self.settings = settings
         self.log = log
         self.status = "Starting"  # -> "Up" after warm-up
+        self.health_failed = False  # a /health_generate failed (SGLang's /ready then answers 503)
         self.metrics = Metrics()
         self.engine = None  # GPU mode: the decode-step engine that paces tokens
         self.model = PerformanceModel.of(args)
@@ -74,8 +76,22 @@ class ServerState:
     def warm(self):
         return self.status == "Up"
 
+    def hung(self):
+        """Whether the scheduler hangs now (the hang knob's file exists)."""
+        return bool(self.settings.hang_file) and os.path.exists(self.settings.hang_file)
+
+    def wait_while_hung(self, limit=None):
+        """Block while the scheduler hangs, at most ``limit`` seconds; whether it still hangs."""
+        deadline = None if limit is None else time.monotonic() + limit
+        while self.hung():
+            if deadline is not None and time.monotonic() >= deadline:
+                return True
+            time.sleep(0.1)
+        return False
+
     def next_token(self):
-        """Wait as long as one decode step takes for a running request."""
+        """Wait as long as one decode step takes for a running request (and while the scheduler hangs)."""
+        self.wait_while_hung()
         speed = self.settings.tokens_per_second
         if self.engine is not None:
             self.engine.next_token()

@@ -1,0 +1,266 @@
+# -*- coding: utf-8 -*-
+"""The replica guard's decisions: pure, no I/O (its program, roles/sglang_service/files/replica_guard.py, observes
+and acts; this decides). Standard library only: the program runs it on the host with the system's python3.
+
+One observation a tick: the unit (systemctl show), the canary (a one-token completion through the API key), whether
+the server made tokens since the last tick (its /metrics), and the kernel's new NVIDIA events on this replica's GPUs.
+``decide`` turns it into a verdict and at most one action:
+
+- ``healthy``: the canary answered (or it missed while the server kept making tokens: busy, not hung).
+- ``starting`` / ``stopped``: no invocation that answered yet, or no process: never acted on (a long warm-up is
+  SGLang's own watchdog's and the deploy's readiness gate's, never the guard's).
+- ``hung``: ``hung_after`` canaries missed in a row by an invocation that answered before, the process alive, no
+  token made meanwhile -> restart (the process killed, then started: a hung SGLang may never leave on SIGTERM).
+- ``gpu_fault``: a kernel Xid on this replica's GPUs. NVIDIA's immediate action decides: RESET_GPU, RESTART_BM (or an
+  Xid the catalog does not know) -> hold (stopped, out of the routing, never restarted into the same fault);
+  RESTART_APP -> restart; IGNORE -> nothing.
+- ``crash_loop``: systemd restarted the crashing process ``crash_loop_restarts`` times within the window, or gave
+  up (start limit) -> hold.
+
+Restarts are rate-limited: beyond ``max_restarts`` within ``window_seconds`` a restart becomes a hold, and says so.
+A hold lasts until the unit runs an invocation the guard did not stop (an operator's start, a deploy).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+HEALTHY = 'healthy'
+STARTING = 'starting'
+STOPPED = 'stopped'
+HUNG = 'hung'
+GPU_FAULT = 'gpu_fault'
+CRASH_LOOP = 'crash_loop'
+#: every verdict, in the order the metrics and the status show them
+VERDICTS = (HEALTHY, STARTING, STOPPED, HUNG, GPU_FAULT, CRASH_LOOP)
+
+RESTART = 'restart'
+HOLD = 'hold'
+
+#: the policy's keys and their defaults (the role's sglang_service_guard_* variables set them)
+POLICY_DEFAULTS = {
+    'interval': 5.0,            # seconds between two ticks
+    'canary_timeout': 10.0,     # a canary's deadline
+    'hung_after': 3,            # canaries missed in a row
+    'act_on_hung': True,
+    'act_on_gpu_fault': True,
+    'act_on_crash_loop': True,
+    'max_restarts': 3,          # restarts by the guard ...
+    'window_seconds': 3600.0,   # ... within this many seconds
+    'crash_loop_restarts': 3,   # systemd's automatic restarts within window_seconds that make a crash loop
+}
+
+#: NVIDIA's immediate actions (nvidia_health.XID_CATALOG) and what the guard does about them
+HOLD_ACTIONS = ('RESET_GPU', 'RESTART_BM', 'CONTACT_SUPPORT')
+RESTART_ACTIONS = ('RESTART_APP',)
+
+
+def policy_of(values):
+    """The policy: POLICY_DEFAULTS with ``values`` on top, each of its default's type; ValueError names a bad one."""
+    policy = dict(POLICY_DEFAULTS)
+    for name, value in (values or {}).items():
+        if name not in POLICY_DEFAULTS:
+            raise ValueError('unknown guard policy key %r (known: %s)' % (name, ', '.join(sorted(POLICY_DEFAULTS))))
+        kind = type(POLICY_DEFAULTS[name])
+        if kind is bool and not isinstance(value, bool):
+            raise ValueError('guard policy %s must be true or false, not %r' % (name, value))
+        try:
+            policy[name] = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError('guard policy %s must be a number, not %r' % (name, value))
+        if kind is not bool and policy[name] <= 0:
+            raise ValueError('guard policy %s must be above 0, not %r' % (name, value))
+    return policy
+
+
+def initial_state():
+    return {'invocation': '', 'answered': False, 'misses': 0, 'tokens': None, 'restarts': [], 'auto_restarts': [],
+            'n_restarts': None, 'held': '', 'held_invocation': '', 'verdict': STOPPED, 'recovering': None}
+
+
+def within(times, now, window):
+    return [stamp for stamp in times if now - stamp < window]
+
+
+def restart_allowed(state, policy, now):
+    return len(within(state['restarts'], now, policy['window_seconds'])) < policy['max_restarts']
+
+
+def gpu_action(events):
+    """The guard's action for NVIDIA events on its GPUs: HOLD, RESTART or None, and the events that decide it."""
+    holding = [event for event in events if event.get('kind') == 'Xid' and event.get('action') in HOLD_ACTIONS]
+    if holding:
+        return HOLD, holding
+    restarting = [event for event in events if event.get('kind') == 'Xid' and event.get('action') in RESTART_ACTIONS]
+    if restarting:
+        return RESTART, restarting
+    return None, []
+
+
+def _progressed(state, tokens):
+    """Whether the server made tokens since the last tick (its generation counter grew)."""
+    return tokens is not None and state['tokens'] is not None and tokens > state['tokens']
+
+
+def _count_auto_restarts(state, unit, now):
+    """Record systemd's automatic restarts (NRestarts grew) since the last tick; systemd counts from 0 again after a
+    start by hand, and so does the guard."""
+    try:
+        count = int(unit.get('NRestarts') or 0)
+    except ValueError:
+        count = 0
+    if state['n_restarts'] is not None and count > state['n_restarts']:
+        state['auto_restarts'] = state['auto_restarts'] + [now] * (count - state['n_restarts'])
+    elif state['n_restarts'] is not None and count < state['n_restarts']:
+        state['auto_restarts'] = []  # a start by hand (a deploy, an operator) counts systemd's restarts anew
+    state['n_restarts'] = count
+
+
+def _act(state, policy, now, verdict, action, why):
+    """The decision (verdict, action, why) for an acting verdict, a restart beyond the budget held instead."""
+    if action == RESTART and not restart_allowed(state, policy, now):
+        action = HOLD
+        why = '%s; the guard already restarted it %d times within %d s (max_restarts): held instead' % (
+            why, len(within(state['restarts'], now, policy['window_seconds'])), policy['window_seconds'])
+    if action == RESTART:
+        state['restarts'] = within(state['restarts'], now, policy['window_seconds']) + [now]
+        state['recovering'] = {'verdict': verdict, 'since': now}
+    elif action == HOLD:
+        state['held'] = verdict
+        state['held_invocation'] = state['invocation']
+    state['answered'] = False
+    state['misses'] = 0
+    state['verdict'] = verdict
+    return verdict, action, why
+
+
+def decide(state, obs, policy, now):
+    """One tick: (verdict, action or None, why). Updates ``state`` in place.
+
+    ``obs``: unit (systemctl show's properties: ActiveState, SubState, MainPID, InvocationID, NRestarts, Result),
+    canary ({'ok': bool, 'error': str, 'latency': float} or None when not sent), tokens (the generation counter or
+    None), events (nvidia_health events on this replica's GPUs, new since the last tick)."""
+    unit = obs.get('unit') or {}
+    invocation = unit.get('InvocationID') or ''
+    running = unit.get('ActiveState') == 'active' and unit.get('MainPID', '0') not in ('', '0')
+    _count_auto_restarts(state, unit, now)
+
+    if state['held']:
+        if running and invocation and invocation != state['held_invocation']:
+            state['held'] = ''  # started again by someone else: their decision
+        else:
+            state['verdict'] = state['held']
+            return state['held'], None, 'held since the guard stopped it (%s): start it again once fixed' % (
+                state['held'])
+
+    action, deciding = gpu_action(obs.get('events') or [])
+    if action:
+        lines = '; '.join(event.get('line', '') for event in deciding)
+        if not policy['act_on_gpu_fault']:
+            state['verdict'] = GPU_FAULT
+            return GPU_FAULT, None, 'kernel: %s (acting is off)' % lines
+        return _act(state, policy, now, GPU_FAULT, action, 'kernel: %s' % lines)
+
+    crashes = within(state['auto_restarts'], now, policy['window_seconds'])
+    state['auto_restarts'] = crashes
+    gave_up = unit.get('ActiveState') == 'failed' and unit.get('Result') == 'start-limit-hit'
+    if len(crashes) >= policy['crash_loop_restarts'] or gave_up:
+        why = 'systemd restarted the crashing server %d times within %d s%s' % (
+            len(crashes), policy['window_seconds'], ' and gave up (start limit)' if gave_up else '')
+        if not policy['act_on_crash_loop'] or gave_up:
+            state['verdict'] = CRASH_LOOP
+            return CRASH_LOOP, None, why
+        state['auto_restarts'] = []
+        return _act(state, policy, now, CRASH_LOOP, HOLD, why)
+
+    if invocation != state['invocation']:
+        state.update(invocation=invocation, answered=False, misses=0, tokens=None)
+    tokens = obs.get('tokens')
+    progressed = _progressed(state, tokens)
+    state['tokens'] = tokens
+    if not running:
+        state['verdict'] = STARTING if unit.get('ActiveState') == 'activating' else STOPPED
+        return state['verdict'], None, 'the server runs no process (%s/%s)' % (
+            unit.get('ActiveState', '?'), unit.get('SubState', '?'))
+
+    canary = obs.get('canary')
+    if canary and canary.get('ok'):
+        state.update(answered=True, misses=0, verdict=HEALTHY)
+        return HEALTHY, None, 'the canary answered in %.2f s' % (canary.get('latency') or 0.0)
+    if not state['answered']:
+        state['verdict'] = STARTING
+        return STARTING, None, 'this start has not answered a canary yet (loading or warming up)'
+    if progressed:
+        state.update(misses=0, verdict=HEALTHY)
+        return HEALTHY, None, 'the canary missed (%s) but the server made tokens: busy, not hung' % (
+            (canary or {}).get('error', 'not sent'))
+    state['misses'] += 1
+    why = '%d canaries missed in a row (last: %s) while the process %s lives and made no token' % (
+        state['misses'], (canary or {}).get('error', 'not sent'), unit.get('MainPID'))
+    if state['misses'] < policy['hung_after']:
+        state['verdict'] = HEALTHY
+        return HEALTHY, None, why
+    if not policy['act_on_hung']:
+        state['verdict'] = HUNG
+        return HUNG, None, why + ' (acting is off)'
+    return _act(state, policy, now, HUNG, RESTART, why)
+
+
+def recovered(state, verdict, now):
+    """After a restart: the seconds it took to answer again, once (then forgotten); None before or without one."""
+    recovering = state.get('recovering')
+    if recovering and verdict == HEALTHY:
+        state['recovering'] = None
+        return now - recovering['since']
+    return None
+
+
+def metrics_text(service, state, canary_latency, incidents):
+    """The guard's metrics in Prometheus's text format (node_exporter's textfile collector reads it too)."""
+    lines = ['# HELP k26_guard_verdict The guard verdict of the replica (1 for the current one).',
+             '# TYPE k26_guard_verdict gauge']
+    for verdict in VERDICTS:
+        current = 1 if state['verdict'] == verdict else 0
+        lines.append('k26_guard_verdict{service="%s",verdict="%s"} %d' % (service, verdict, current))
+    lines += ['# HELP k26_guard_canary_seconds Latency of the last canary that answered.',
+              '# TYPE k26_guard_canary_seconds gauge',
+              'k26_guard_canary_seconds{service="%s"} %s' % (service, repr(float(canary_latency or 0.0))),
+              '# HELP k26_guard_incidents_total Incidents the guard recorded, by verdict.',
+              '# TYPE k26_guard_incidents_total counter']
+    for verdict in (HUNG, GPU_FAULT, CRASH_LOOP):
+        lines.append('k26_guard_incidents_total{service="%s",verdict="%s"} %d' % (
+            service, verdict, incidents.get(verdict, 0)))
+    return '\n'.join(lines) + '\n'
+
+
+#: what a summary keeps of each incident record (its evidence only when asked)
+INCIDENT_FIELDS = ('time', 'verdict', 'action', 'acted', 'why', 'invocation', 'action_seconds',
+                   'recovered_after_seconds', 'operator')
+
+
+def summary(state_text, incident_texts, last=5, evidence=False):
+    """What the status shows of a guard: its verdict and why, since when, whether it holds the service, the last
+    canary's latency, the incidents by verdict and the ``last`` records (oldest first), from the texts of its
+    state.json and incidents/*.json (in name order: oldest first). {'installed': False} without a state."""
+    try:
+        state = json.loads(state_text) if state_text else None
+    except ValueError:
+        state = None
+    if not isinstance(state, dict):
+        return {'installed': False}
+    records = []
+    for text in incident_texts[-last:] if last > 0 else []:
+        try:
+            record = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            kept = {name: record.get(name) for name in INCIDENT_FIELDS}
+            if evidence:
+                kept['evidence'] = record.get('evidence') or {}
+            records.append(kept)
+    return {'installed': True, 'verdict': state.get('verdict'), 'why': state.get('why'), 'time': state.get('time'),
+            'held': state.get('held') or '', 'canary_seconds': state.get('canary_seconds'),
+            'incidents': state.get('incidents') or {}, 'last_incidents': records}

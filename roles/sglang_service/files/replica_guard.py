@@ -1,0 +1,296 @@
+# -*- coding: utf-8 -*-
+"""The replica guard: watches one SGLang service after its deploy and acts on what the engines do not.
+
+Run by its own systemd unit (<service>-guard.service, written by the sglang_service role), as root without
+capabilities (it restarts and stops the service through systemd, reads the kernel's log through the journal):
+``replica_guard.py CONFIG``, a JSON file of root's alone (the API key is in it, never in argv); its state, incidents
+and metrics go to its StateDirectory. The decisions are sglang_guard.py's (beside this file,
+the collection's plugins/module_utils/sglang_guard.py), the kernel events nvidia_health.py's.
+
+Every tick (the policy's interval): systemctl show; a one-token completion through the API key with a deadline
+(the canary); the server's generation counter (/metrics); the kernel's new NVIDIA events on this replica's GPUs
+(journalctl -k, from the cursor kept in the state). An action leaves an incident record (incidents/*.json): the
+verdict, why, the evidence (that invocation's journal, the kernel lines, the GPUs' readings), what was done and
+how long it took; a restart's record gets the seconds until the server answered again.
+"""
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import nvidia_health  # noqa: E402
+import sglang_guard  # noqa: E402
+import sglang_options  # noqa: E402
+
+UNIT_PROPERTIES = ('ActiveState', 'SubState', 'MainPID', 'InvocationID', 'NRestarts', 'Result')
+KEPT_INCIDENTS = 50
+COMMAND_TIMEOUT = 30
+ENV = dict(os.environ, LC_ALL='C', SYSTEMD_PAGER='', SYSTEMD_COLORS='0')
+GPU_QUERY = ('index,pci.bus_id,name,temperature.gpu,power.draw,utilization.gpu,memory.used,memory.total,'
+             'clocks_event_reasons.active')
+GENERATION_COUNTERS = ('sglang:generation_tokens_total', 'sglang_generation_tokens_total')
+
+
+def log(text):
+    print(text, flush=True)
+
+
+def run(argv, timeout=COMMAND_TIMEOUT):
+    """(exit status, stdout); never raises."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=ENV, check=False)
+        return proc.returncode, proc.stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 1, str(exc)
+
+
+def write_atomic(path, text, mode=0o600):
+    scratch = '%s.%d.tmp' % (path, os.getpid())
+    with open(os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode), 'w') as handle:
+        handle.write(text)
+    os.replace(scratch, path)
+
+
+def load_config(argv):
+    if len(argv) != 2:
+        raise SystemExit('usage: replica_guard.py CONFIG.json')
+    with open(argv[1]) as handle:
+        config = json.load(handle)
+    config['policy'] = sglang_guard.policy_of(config.get('policy'))
+    config['state_dir'] = config.get('state_dir') or os.environ.get('STATE_DIRECTORY', '').split(':')[0]
+    if not config['state_dir']:
+        raise SystemExit('sglang_guard: no state directory (StateDirectory= or state_dir)')
+    return config
+
+
+class Host(object):
+    """The guard's I/O: systemd, the service's HTTP endpoint, the journal, nvidia-smi."""
+
+    def __init__(self, config):
+        self.config = config
+        self.unit = config['unit']
+        self.base = config['url'].rstrip('/')
+        self.tls = None
+        if self.base.startswith('https:'):
+            self.tls = ssl.create_default_context(cafile=config.get('ca_file') or None)
+
+    def unit_properties(self):
+        rc, out = run(['systemctl', 'show', self.unit, '--property=' + ','.join(UNIT_PROPERTIES)])
+        return dict(line.split('=', 1) for line in out.splitlines() if '=' in line) if rc == 0 else {}
+
+    def _request(self, path, body=None, timeout=5.0, auth=False):
+        headers = {'Content-Type': 'application/json'} if body is not None else {}
+        if auth and self.config.get('api_key'):
+            headers['Authorization'] = 'Bearer %s' % self.config['api_key']
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, headers=headers)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                             urllib.request.HTTPSHandler(context=self.tls))
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, response.read(4 * 1024 * 1024)
+
+    def canary(self):
+        """A real one-token completion, with the clients' key and the policy's deadline."""
+        body = {'model': self.config.get('model') or 'default', 'prompt': 'ping', 'max_tokens': 1, 'temperature': 0}
+        started = time.monotonic()
+        try:
+            status, dummy = self._request('/v1/completions', body, timeout=self.config['policy']['canary_timeout'],
+                                          auth=True)
+            return {'ok': 200 <= status < 300, 'latency': time.monotonic() - started, 'error': 'HTTP %d' % status}
+        except urllib.error.HTTPError as exc:
+            return {'ok': False, 'latency': time.monotonic() - started, 'error': 'HTTP %d' % exc.code}
+        except Exception as exc:  # pylint: disable=broad-except
+            return {'ok': False, 'latency': time.monotonic() - started,
+                    'error': '%s: %s' % (type(exc).__name__, exc)}
+
+    def generated_tokens(self):
+        """The server's generation counter from /metrics (open, no key); None without it."""
+        try:
+            dummy, text = self._request('/metrics', timeout=3.0)
+        except Exception:  # pylint: disable=broad-except
+            return None
+        total = None
+        for line in text.decode('utf-8', 'replace').splitlines():
+            name = line.split('{', 1)[0].split(' ', 1)[0]
+            if name in GENERATION_COUNTERS:
+                try:
+                    total = (total or 0.0) + float(line.rsplit(' ', 1)[1])
+                except (IndexError, ValueError):
+                    continue
+        return total
+
+    def kernel_messages(self, cursor):
+        """(the kernel's messages after ``cursor``, the new cursor). Without a cursor: none, and the newest cursor
+        (what the kernel said before the guard started is the deploy's preflight's to judge)."""
+        argv = ['journalctl', '-k', '-q', '--no-pager', '-o', 'json', '--output-fields=MESSAGE']
+        argv += ['--after-cursor', cursor, '-n', '1000'] if cursor else ['-n', '1']
+        rc, out = run(argv)
+        messages, newest = [], cursor
+        for raw in out.splitlines() if rc == 0 else []:
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            newest = entry.get('__CURSOR') or newest
+            message = entry.get('MESSAGE')
+            if isinstance(message, list):  # journald's form of a message that is not UTF-8
+                message = bytes(value for value in message if isinstance(value, int) and 0 <= value < 256).decode(
+                    'utf-8', 'replace')
+            if cursor and isinstance(message, str):
+                messages.append(message)
+        return messages, newest
+
+    def journal_excerpt(self, invocation, lines):
+        if not invocation:
+            return []
+        rc, out = run(['journalctl', '-q', '--no-pager', '-o', 'short-iso', '-n', str(lines),
+                       '_SYSTEMD_INVOCATION_ID=%s' % invocation])
+        return [self.clean(line) for line in out.splitlines()] if rc == 0 else []
+
+    def clean(self, line):
+        """A journal line without secrets (SGLang logs its keys in server_args) and without control characters."""
+        line = sglang_options.redact(sglang_options.redact_log_line(line), [self.config.get('api_key') or ''])
+        return ''.join(char if char.isprintable() else '?' for char in line)
+
+    def gpu_readings(self):
+        rc, out = run(['nvidia-smi', '--query-gpu=' + GPU_QUERY, '--format=csv'], timeout=15)
+        return out.splitlines() if rc == 0 else []
+
+    def restart(self):
+        """Kill the (hung) process tree, then start again: systemd's own stop would wait TimeoutStopSec for it."""
+        run(['systemctl', 'kill', '--signal=SIGKILL', self.unit])
+        return run(['systemctl', 'restart', '--no-block', self.unit])[0] == 0
+
+    def hold(self):
+        return run(['systemctl', 'stop', '--no-block', self.unit])[0] == 0
+
+
+def on_our_gpus(events, bus_ids):
+    """The events of this replica's GPUs (every GPU's when their bus ids are not known)."""
+    if not bus_ids:
+        return list(events)
+    return [event for event in events if any(nvidia_health.same_gpu(event['pci'], bus) for bus in bus_ids)]
+
+
+class Guard(object):
+
+    def __init__(self, config, host):
+        self.config = config
+        self.host = host
+        self.dir = config['state_dir']
+        self.incident_dir = os.path.join(self.dir, 'incidents')
+        os.makedirs(self.incident_dir, mode=0o700, exist_ok=True)
+        self.state = self._load_state()
+        self.canary_latency = 0.0
+
+    def _load_state(self):
+        state = sglang_guard.initial_state()
+        state['cursor'] = ''
+        state['incidents'] = {}
+        try:
+            with open(os.path.join(self.dir, 'state.json')) as handle:
+                state.update(json.load(handle).get('state') or {})
+        except (OSError, ValueError, AttributeError):
+            pass
+        return state
+
+    def tick(self, now=None):
+        now = time.time() if now is None else now
+        unit = self.host.unit_properties()
+        running = unit.get('ActiveState') == 'active' and unit.get('MainPID', '0') not in ('', '0')
+        canary = self.host.canary() if running else None
+        if canary and canary['ok']:
+            self.canary_latency = canary['latency']
+        tokens = self.host.generated_tokens() if running else None
+        messages, self.state['cursor'] = self.host.kernel_messages(self.state['cursor'])
+        events = on_our_gpus(nvidia_health.parse_kernel_events('\n'.join(messages)), self.config.get('gpu_bus_ids'))
+        invocation = unit.get('InvocationID', '')
+        before = self.state['verdict']
+        verdict, action, why = sglang_guard.decide(self.state, {'unit': unit, 'canary': canary, 'tokens': tokens,
+                                                                'events': events}, self.config['policy'], now)
+        if verdict != before:
+            log('%s: %s -> %s: %s' % (self.config['unit'], before, verdict, why))
+        if action or (verdict != before and verdict in (sglang_guard.GPU_FAULT, sglang_guard.CRASH_LOOP)):
+            self.incident(now, verdict, action, why, invocation, events)
+        took = sglang_guard.recovered(self.state, verdict, now)
+        if took is not None:
+            self.note_recovery(took)
+        self.save(now, verdict, why)
+        return verdict, action
+
+    def incident(self, now, verdict, action, why, invocation, events):
+        evidence = {'journal': self.host.journal_excerpt(invocation, self.config.get('journal_lines', 40)),
+                    'kernel': [self.host.clean(event['line']) for event in events],
+                    'gpus': self.host.gpu_readings()}
+        started = time.monotonic()
+        done = {sglang_guard.RESTART: self.host.restart, sglang_guard.HOLD: self.host.hold}.get(action, lambda: True)()
+        record = {'time': now, 'service': self.config['unit'], 'verdict': verdict, 'action': action or 'none',
+                  'acted': bool(done), 'why': why, 'invocation': invocation, 'evidence': evidence,
+                  'action_seconds': round(time.monotonic() - started, 3), 'recovered_after_seconds': None,
+                  'operator': OPERATOR_HINTS.get((verdict, action), '')}
+        name = '%d-%s.json' % (int(now * 1000), verdict)
+        write_atomic(os.path.join(self.incident_dir, name), json.dumps(record, indent=1, sort_keys=True))
+        self.state['incidents'][verdict] = self.state['incidents'].get(verdict, 0) + 1
+        self.state['last_incident'] = name
+        log('%s: incident %s: %s %s (%s)' % (self.config['unit'], name, verdict, action or 'none', why))
+        for old in sorted(os.listdir(self.incident_dir))[:-KEPT_INCIDENTS]:
+            os.unlink(os.path.join(self.incident_dir, old))
+
+    def note_recovery(self, seconds):
+        path = os.path.join(self.incident_dir, self.state.get('last_incident') or '')
+        try:
+            with open(path) as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            return
+        record['recovered_after_seconds'] = round(seconds, 3)
+        write_atomic(path, json.dumps(record, indent=1, sort_keys=True))
+        log('%s: answers again %.1f s after the guard acted' % (self.config['unit'], seconds))
+
+    def save(self, now, verdict, why):
+        summary = {'service': self.config['unit'], 'verdict': verdict, 'why': why, 'time': now,
+                   'held': self.state['held'], 'canary_seconds': self.canary_latency,
+                   'incidents': self.state['incidents'], 'last_incident': self.state.get('last_incident', ''),
+                   'state': self.state}
+        write_atomic(os.path.join(self.dir, 'state.json'), json.dumps(summary, sort_keys=True), mode=0o644)
+        write_atomic(os.path.join(self.dir, 'metrics.prom'),
+                     sglang_guard.metrics_text(self.config['service'], self.state, self.canary_latency,
+                                               self.state['incidents']), mode=0o644)
+
+
+OPERATOR_HINTS = {
+    (sglang_guard.GPU_FAULT, sglang_guard.HOLD):
+        'The GPU needs a reset or a reboot (NVIDIA\'s immediate action in the kernel line): drain the host, reset the '
+        'GPU (nvidia-smi -r) or reboot, then start the service again (or deploy): the guard lets it run.',
+    (sglang_guard.HUNG, sglang_guard.HOLD):
+        'The server hung again after the restarts the policy allows: read the journal excerpt, fix the cause, then '
+        'start the service again (or deploy).',
+    (sglang_guard.CRASH_LOOP, sglang_guard.HOLD):
+        'The server crashes at every start: read the journal excerpt, fix the configuration or the host, then start '
+        'the service again (or deploy).',
+    (sglang_guard.CRASH_LOOP, None):
+        'systemd gave up restarting the crashing server: read the journal excerpt, fix it, then start it again.',
+}
+
+
+def main(argv):
+    config = load_config(argv)
+    guard = Guard(config, Host(config))
+    interval = config['policy']['interval']
+    policy = json.dumps(config['policy'], sort_keys=True)
+    log('%s: guarding %s (every %.0f s, policy %s)' % (config['unit'], config['url'], interval, policy))
+    while True:
+        started = time.monotonic()
+        guard.tick()
+        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+if __name__ == '__main__':
+    main(sys.argv)
