@@ -90,6 +90,21 @@ def without_secrets(options):
     return {key: value for key, value in (options or {}).items() if option_key(key) not in SECRET_OPTION_KEYS}
 
 
+# Every terminal escape sequence: CSI (colours, cursor), OSC (window titles, hyperlinks; ended by BEL or ST), the string
+# sequences DCS, SOS, PM and APC (ended by ST), and any other ESC with the character after it.
+ESCAPE_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[PX^_][^\x1b]*(?:\x1b\\)?|\x1b.?",
+                       re.DOTALL)
+# what is left of the C0 and C1 control characters (carriage return, backspace, bell ...), but newlines
+CONTROL_RE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text):
+    """TEXT as a terminal may show it: no escape sequence and no control character but newlines (a tab is a space).
+    What a service writes to its journal reaches the operator's terminal through excerpts: it must not move the
+    cursor, rewrite a line (\\r), set the window title or plant a hyperlink there."""
+    return CONTROL_RE.sub(lambda match: " " if match.group() == "\t" else "", ESCAPE_RE.sub("", text))
+
+
 def redact_log_line(text):
     """A log line with the values of secret options replaced by the mask (None stays None)."""
     for pattern in SECRET_IN_LOG_PATTERNS:
@@ -344,6 +359,12 @@ def option_problems(options, gpu_count, api_key_set=False, allow_public_without_
     backend = options.get("attention-backend")
     if backend and backend not in ATTENTION_BACKENDS:
         problems.append("unknown attention backend '%s': choose one of %s" % (backend, ", ".join(ATTENTION_BACKENDS)))
+    workers = _int(options, "tokenizer-worker-num", 1)
+    if workers > 1:
+        # srt/entrypoints/http_server.py: "API key is not supported in multi-tokenizer mode", asserted at start,
+        # and no auth of its own: with a key it fails after the change is written, without one nothing guards it
+        problems.append("tokenizer-worker-num %d: SGLang 0.5.23 serves several tokenizer workers only without an API "
+                        "key (it asserts so at start) and then with no authentication at all: keep it at 1" % workers)
     open_endpoint = open_endpoint_problem(options.get("host", "127.0.0.1"), api_key_set, allow_public_without_key,
                                           "sglang_service_api_key", "sglang_service_allow_public_without_key")
     return problems + ([open_endpoint] if open_endpoint else [])

@@ -19,7 +19,7 @@ import json
 import re
 from collections import namedtuple
 
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import redact_log_line
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import printable, redact_log_line
 
 # --------------------------------------------------------------------------
 # Constants
@@ -92,7 +92,6 @@ MAX_MSG_DETAIL_CHARS = 200
 
 ERROR_RE = re.compile(r'Error|Exception|CUDA|OOM|out of memory|FAILURE')
 TRACEBACK_START = 'Traceback (most recent call last):'
-ANSI_RE = re.compile(r'\x1b\[[0-9;?]*[ -/]*[@-~]')
 # Access-log lines of health/readiness probes (ours at 4 Hz among them): noise in a tail.
 PROBE_ACCESS_RE = re.compile(
     r'"(GET|HEAD) /(v1/models|ready|health_generate|health|model_info|server_info|metrics)\b[^"]*" \d{3}')
@@ -571,8 +570,8 @@ def stream_matches(text):
 
 
 def clean_line(text):
-    """Strip ANSI colours, trailing white space and secrets, and bound the length."""
-    text = redact_log_line(ANSI_RE.sub('', text).rstrip())
+    """Strip every terminal escape and control character, trailing white space and secrets; bound the length."""
+    text = redact_log_line(printable(text).rstrip())
     if len(text) > MAX_LINE_CHARS:
         text = text[:MAX_LINE_CHARS - 3] + '...'
     return text

@@ -354,8 +354,24 @@ def format_guard(guard: dict[str, Any] | None, evidence: bool = False) -> list[s
     return lines
 
 
+class TerminalSafe:
+    """Writes to a terminal only what it may show: no escape sequence or control character but newlines
+    (module_utils/sglang_options.printable), whatever a service wrote into its journal or its errors."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.printable = collection_module_utils("sglang_options").printable
+
+    def write(self, text: str) -> int:
+        return self.out.write(self.printable(text))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool = False) -> None:
     """A short human summary of the run, one block per host."""
+    out = TerminalSafe(out)  # type: ignore[assignment]
     duration = f" in {result.duration:.1f}s" if result.duration is not None else ""
     # ansible-runner's "successful" means only that ansible-playbook exited 0 (also with no host reached)
     status = "failed" if result.status == "successful" and result.exit_code != 0 else result.status

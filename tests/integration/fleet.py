@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 
 import yaml
 
@@ -18,10 +19,10 @@ ROUTER_URL = "http://127.0.0.1:%d" % ROUTER_DEFAULTS["sglang_router_port"]
 
 
 @contextlib.contextmanager
-def fleet_containers(prefix, replicas, inventory_dir, router_vars=None, quick_start=True):
+def fleet_containers(prefix, replicas, inventory_dir, router_vars=None, quick_start=True, environment=None):
     """`replicas` replica containers and one router container on a network of their own, and an inventory for them
-    in `inventory_dir` (demo_inventory's quick_start): yields (replica containers, router container, inventory
-    path)."""
+    in `inventory_dir` (demo_inventory's quick_start and environment): yields (replica containers, router container,
+    inventory path)."""
     tag = os.getpid()
     with contextlib.ExitStack() as stack:
         network = stack.enter_context(podman_network("%s-net-%d" % (prefix, tag)))
@@ -32,16 +33,18 @@ def fleet_containers(prefix, replicas, inventory_dir, router_vars=None, quick_st
                     "sglang_router_ready_timeout": 120}
         settings.update(router_vars or {})
         inventory = demo_inventory(boxes[0], inventory_dir, *boxes[1:], routers=[router], router_vars=settings,
-                                   quick_start=quick_start)
+                                   quick_start=quick_start, environment=environment)
         yield boxes, router, inventory
 
 
-def chat(router, key, content, max_tokens=8, url=ROUTER_URL):
-    """One chat completion through the router (or the server at `url`), from inside its container: (status, body)."""
+def chat(router, key, content, max_tokens=8, url=ROUTER_URL, max_seconds=60):
+    """One chat completion through the router (or the server at `url`), from inside its container: (status, body).
+    A request not answered within `max_seconds` is status 0 (curl's own deadline: never left hanging)."""
     body = json.dumps({"model": "kimi-k2.6", "messages": [{"role": "user", "content": content}],
                        "max_tokens": max_tokens})
-    out = router.exec("curl -s -w '\\n%%{http_code}' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
-                      "-d '%s' %s/v1/chat/completions" % (key, body, url), check=False).stdout
+    out = router.exec("curl -s -m %d -w '\\n%%{http_code}' -H 'Authorization: Bearer %s' -H 'Content-Type: "
+                      "application/json' -d '%s' %s/v1/chat/completions" % (max_seconds, key, body, url),
+                      check=False, timeout=max_seconds + 30).stdout
     text, dummy, status = out.rpartition("\n")
     return int(status or 0), text
 
@@ -53,17 +56,27 @@ def router_workers(router, inventory):
 
 
 class RequestStream:
-    """Chat requests through the router, `parallel` at a time, until stopped: the status codes seen."""
+    """Chat requests through the router, `parallel` at a time, until stopped: the status codes seen, and each
+    request's (monotonic start, status). A request not answered within `max_seconds` counts as failed (status 0),
+    as does one whose exec failed: every request sent is counted."""
 
-    def __init__(self, router, key, parallel=1, max_tokens=32):
-        self.router, self.key, self.max_tokens = router, key, max_tokens
+    def __init__(self, router, key, parallel=1, max_tokens=32, max_seconds=60):
+        self.router, self.key, self.max_tokens, self.max_seconds = router, key, max_tokens, max_seconds
         self.codes = collections.Counter()
+        self.requests = []
         self.stopped = threading.Event()
         self.threads = [threading.Thread(target=self.run, daemon=True) for dummy in range(parallel)]
 
     def run(self):
         while not self.stopped.is_set():
-            self.codes[chat(self.router, self.key, "a steady stream", max_tokens=self.max_tokens)[0]] += 1
+            started = time.monotonic()
+            try:
+                status = chat(self.router, self.key, "a steady stream", max_tokens=self.max_tokens,
+                              max_seconds=self.max_seconds)[0]
+            except Exception:  # pylint: disable=broad-except  (a request that could not even be sent failed)
+                status = 0
+            self.codes[status] += 1
+            self.requests.append((started, status))
 
     @property
     def sent(self):
@@ -81,7 +94,7 @@ class RequestStream:
     def __exit__(self, *exc):
         self.stopped.set()
         for thread in self.threads:
-            thread.join(timeout=60)
+            thread.join(timeout=self.max_seconds + 60)
 
 
 # Run inside the router's container: its list of workers every 0.2 s, one JSON line [monotonic time, [URLs]] each,

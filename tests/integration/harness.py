@@ -249,17 +249,18 @@ CONTAINER_HOST = {"ansible_connection": "podman_nsenter", "ansible_python_interp
 QUICK_START = {"SGLANG_SIM_LOAD_SECONDS": 1, "SGLANG_SIM_GRAPH_SECONDS": 0.5, "SGLANG_SIM_WARMUP_SECONDS": 0.5}
 
 
-def demo_inventory(container, directory, *replicas, routers=(), router_vars=None, quick_start=True, guard=False):
+def demo_inventory(container, directory, *replicas, routers=(), router_vars=None, quick_start=True, guard=False,
+                   environment=None):
     """Write an inventory in `directory`: `container` (and more `replicas`) in group sglang_servers with the demo's
-    group_vars (with QUICK_START's start-up unless quick_start is false; the replica guard only with `guard`: its
-    canaries would add requests to what the other tests count, and the demo and test_guard run it), and `routers` in
-    group sglang_routers with `router_vars`."""
+    group_vars (with QUICK_START's start-up unless quick_start is false, and `environment` on top; the replica guard
+    only with `guard`: its canaries would add requests to what the other tests count, and the demo and test_guard run
+    it), and `routers` in group sglang_routers with `router_vars`."""
     directory = Path(directory)
     shutil.copytree(ROOT / "inventories" / "demo" / "group_vars", directory / "group_vars")
     servers = directory / "group_vars" / "sglang_servers.yml"
     settings = yaml.safe_load(servers.read_text())
-    if quick_start:
-        settings["sglang_service_environment"] = dict(QUICK_START)
+    if quick_start or environment:
+        settings["sglang_service_environment"] = dict(QUICK_START if quick_start else {}, **(environment or {}))
     settings["sglang_service_guard"] = bool(guard)
     servers.write_text(yaml.safe_dump(settings, sort_keys=False))
     groups = {"sglang_servers": {"hosts": {box.name: dict(CONTAINER_HOST) for box in (container,) + replicas}}}

@@ -65,6 +65,8 @@ def test_the_guard_runs_hardened_with_its_key_in_a_root_only_file(guarded):
     assert key not in box.exec("tr '\\0' ' ' </proc/%s/cmdline" % pid).stdout
     assert box.exec("stat -c '%a %U:%G' /etc/sglang/sglang.guard.json").stdout.split() == ["600", "root:root"]
     assert key not in box.exec("journalctl -u %s --no-pager" % GUARD).stdout
+    metrics = box.exec("curl -s http://127.0.0.1:29100/metrics").stdout
+    assert 'k26_guard_verdict{service="sglang",verdict="healthy"} 1' in metrics, metrics
 
 
 def test_a_hung_scheduler_is_restarted_and_answers_again_with_one_incident(guarded):

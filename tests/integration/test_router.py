@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ from harness import QUICK_START, ROOT, SIM_INSTALLED, SIMULATOR, VENV_BIN, play_
 pytestmark = pytest.mark.integration
 
 LOAD = "SGLANG_SIM_LOAD_SECONDS"
+# while it exists, the replica's scheduler hangs (the simulator's knob): HTTP answers, no token is made
+HANG_FILE = "/var/lib/sglang/hang"
 
 
 # An index URL with a password, which the first deploy gives every pip of the run (the router installs from its
@@ -38,7 +41,8 @@ INDEX = {name: "https://k26:%s@index.invalid/simple" % INDEX_PASSWORD
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    with fleet_containers("k26-it", 2, tmp_path_factory.mktemp("inventory")) as (replicas, router, inventory):
+    with fleet_containers("k26-it", 2, tmp_path_factory.mktemp("inventory"),
+                          environment={"SGLANG_SIM_HANG_FILE": HANG_FILE}) as (replicas, router, inventory):
         result = k26deploy.deploy(inventory=inventory, extra_vars=INDEX)
         yield replicas[0], replicas[1], router, inventory, result
 
@@ -83,6 +87,33 @@ def test_requests_through_the_router_reach_every_replica(fleet):
     reached = first.exec("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 http://%s:%d/metrics || true"
                          % (router.name, port)).stdout.strip()
     assert reached == "000", reached
+
+
+def test_a_replica_that_hangs_leaves_the_routing_and_the_other_answers_every_request_after(fleet):
+    """smg's health checks on /health_generate (a one-token generation) take a replica whose scheduler hangs out of
+    the routing within seconds; from then on every request is answered by the other. A request that reached the hung
+    one before is not answered within curl's deadline: it counts as failed (status 0), and only those do."""
+    first, second, router, inventory, dummy = fleet
+    key = key_of(inventory)
+    url = "http://%s:30000" % first.name
+    with RequestStream(router, key, parallel=2, max_tokens=4, max_seconds=20) as stream:
+        time.sleep(2)
+        hung_at = time.monotonic()
+        first.exec("touch %s" % HANG_FILE)
+        try:
+            wait_until(lambda: router_workers(router, inventory).get(url) is False,
+                       "the router takes the hung replica out", timeout=60)
+            out_at = time.monotonic()
+            time.sleep(8)
+        finally:
+            first.exec("rm -f %s" % HANG_FILE)
+    assert out_at - hung_at < 30, out_at - hung_at
+    after = [status for started, status in stream.requests if started > out_at]
+    assert len(after) > 4 and set(after) == {200}, stream.requests
+    before = [status for started, status in stream.requests if started < hung_at]
+    assert before and set(before) == {200}, stream.requests
+    wait_until(lambda: router_workers(router, inventory).get(url) is True, "back in once it answers again",
+               timeout=60)
 
 
 def test_status_reports_the_fleet(fleet):

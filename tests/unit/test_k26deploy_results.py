@@ -655,3 +655,31 @@ def test_the_summary_shows_the_benchmark_lines_and_report_files():
                   "bench", out)
     assert "    C=1: 35.6 tok/s (35.6 per request), +44.1% against the baseline\n" in out.getvalue()
     assert "    report: /r/gpu-01.json, /r/gpu-01.md\n" in out.getvalue()
+
+
+GUARD = {"installed": True, "verdict": "gpu_fault", "why": "kernel: NVRM: Xid (PCI:0000:3b:00): 79", "held": "gpu_fault",
+         "canary_seconds": 0.02, "incidents": {"gpu_fault": 1, "hung": 2},
+         "last_incidents": [{"time": 0, "verdict": "gpu_fault", "action": "hold", "acted": True,
+                             "why": "kernel: NVRM: Xid (PCI:0000:3b:00): 79", "recovered_after_seconds": None,
+                             "operator": "reset the GPU or reboot, then start the service again",
+                             "evidence": {"journal": ["\x1b]0;owned\x07last words\x1b[2K\r"],
+                                          "kernel": ["NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."],
+                                          "gpus": []}}]}
+
+
+def test_status_shows_the_guard_s_verdict_and_incidents_shows_their_evidence_terminal_safe():
+    host = HostResult(host="gpu-01", ready=False, guard=GUARD,
+                      journal_excerpt="\x1b]8;;http://x.invalid/\x1b\\click\x1b]8;;\x1b\\ here\x07")
+    result = RunResult(playbook="playbooks/status.yml", status="successful", rc=0, hosts={"gpu-01": host})
+    out = io.StringIO()
+    print_summary(result, "status", out)
+    text = out.getvalue()
+    assert "    guard: gpu_fault, HOLDING the service stopped (gpu_fault)" in text
+    assert "incidents: gpu_fault 1, hung 2" in text and "what to do: reset the GPU or reboot" in text
+    assert "last words" not in text  # the evidence only with incidents
+    assert "| click here\n" in text and "\x1b" not in text and "\x07" not in text
+    out = io.StringIO()
+    print_summary(result, "incidents", out)
+    text = out.getvalue()
+    assert "journal | last words\n" in text and "kernel | NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen" in text
+    assert not any(char in text for char in "\x1b\x07\r")

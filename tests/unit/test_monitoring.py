@@ -40,7 +40,7 @@ def test_every_alert_fires_on_its_series_and_stays_quiet_on_the_others(tmp_path)
     (tmp_path / "sglang-alerts.yml").write_text(render("sglang-alerts.yml.j2"))
     shutil.copy(ROOT / "tests" / "fixtures" / "monitoring" / "alerts.test.yml", tmp_path)
     checked = promtool("check", "rules", tmp_path / "sglang-alerts.yml")
-    assert checked.returncode == 0 and "SUCCESS: 11 rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "SUCCESS: 16 rules found" in checked.stdout, checked.stdout + checked.stderr
     tested = promtool("test", "rules", tmp_path / "alerts.test.yml")
     assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
 
@@ -64,13 +64,17 @@ def test_the_thresholds_come_from_the_role_s_variables():
 @requires_promtool
 def test_the_configuration_scrapes_every_replica_and_router_of_the_inventory(tmp_path):
     hostvars = {"gpu-a": {"ansible_host": "10.0.0.11", "sglang_service_port": 30000}, "gpu-b": {},
+                "gpu-c": {"sglang_service_guard": False}, "gpu-d": {"sglang_service_guard_metrics_port": 0},
                 "router": {"sglang_router_prometheus_port": 29100}}
-    text = render("prometheus.yml.j2", groups={"sglang_servers": ["gpu-a", "gpu-b"], "sglang_routers": ["router"]},
+    text = render("prometheus.yml.j2", groups={"sglang_servers": ["gpu-a", "gpu-b", "gpu-c", "gpu-d"],
+                                               "sglang_routers": ["router"]},
                   hostvars=hostvars, sglang_monitoring_rules_dir=str(tmp_path / "rules"),
                   sglang_monitoring_extra_targets=[{"job": "node", "targets": ["gpu-a:9100"]}])
     config = yaml.safe_load(text)
     jobs = {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]}
-    assert jobs == {"sglang": ["10.0.0.11:30000", "gpu-b:30000"], "sglang-router": ["router:29100"],
+    # each replica's guard too, where it runs and serves its metrics
+    assert jobs == {"sglang": ["10.0.0.11:30000", "gpu-b:30000", "gpu-c:30000", "gpu-d:30000"],
+                    "sglang-guard": ["10.0.0.11:29100", "gpu-b:29100"], "sglang-router": ["router:29100"],
                     "node": ["gpu-a:9100"]}
     (tmp_path / "prometheus.yml").write_text(text)
     (tmp_path / "rules").mkdir()
@@ -113,7 +117,7 @@ def test_each_replica_s_benchmark_baseline_is_recorded_under_its_scrape_target(t
     assert recorded[0]["labels"]["instance"] in scraped["targets"]
     (tmp_path / "rules.yml").write_text(text)
     checked = promtool("check", "rules", tmp_path / "rules.yml")
-    assert checked.returncode == 0 and "SUCCESS: 13 rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "SUCCESS: 18 rules found" in checked.stdout, checked.stdout + checked.stderr
 
 
 def test_the_baseline_is_the_newest_sweep_that_passed_its_gate_at_its_highest_clean_level(tmp_path):

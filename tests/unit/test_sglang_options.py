@@ -72,10 +72,21 @@ def test_good_options_have_no_problems():
     ({"nnodes": 3}, 8, "not divisible by nnodes 3"),
     ({"pp-size": 0}, 8, "pp-size must be >= 1"),
     ({"mem-fraction-static": 1.5}, 8, "mem-fraction-static 1.5 is not a fraction"),
+    ({"tokenizer-worker-num": 2}, 8, "tokenizer-worker-num 2: SGLang 0.5.23 serves several tokenizer workers only "
+                                     "without an API key"),
 ])
 def test_each_bad_input_is_named(change, gpus, message):
     problems = option_problems(dict(GOOD, **change), gpus)
     assert any(message in p for p in problems), problems
+
+
+def test_several_tokenizer_workers_are_refused_with_a_key_or_without_one():
+    """SGLang 0.5.23 asserts that no API key is set in multi-tokenizer mode and adds no auth of its own: with a key the
+    start fails after the change is written, without one it serves with no auth at all."""
+    for key in (True, False):
+        problems = option_problems(dict(GOOD, **{"tokenizer-worker-num": 4}), 8, api_key_set=key)
+        assert any("tokenizer-worker-num 4" in problem for problem in problems), problems
+    assert option_problems(dict(GOOD, **{"tokenizer-worker-num": 1}), 8, api_key_set=True) == []
 
 
 def test_public_bind_is_fine_with_a_key_or_explicit_permission():

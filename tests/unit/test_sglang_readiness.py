@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import printable
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import (
     PROBE_HEALTH_GENERATE, PROBE_READINESS, PROBE_READY, Settings, U_ACTIVATING, U_ACTIVE, U_BROKEN, U_DEACTIVATING,
     U_FAILED, U_INACTIVE, U_MISSING, U_RESTART_PENDING, advance, build_msg, classify_unit, count_restarts,
@@ -514,6 +515,16 @@ def test_parse_journal_json_decodes_byte_arrays_multiline_and_colours():
     assert lines[:4] == ['plain line', 'bytes \xe9', '2nd', 'red error']
     assert lines[4] == ''
     assert len(lines[5]) == 1000 and lines[5].endswith('...')
+
+
+def test_a_line_reaches_the_terminal_without_escape_sequences_or_control_characters():
+    """OSC (a window title, a hyperlink), a carriage return that rewrites the line, a bell, a backspace, cursor moves
+    and a C1 CSI: what a service writes must not act on the operator's terminal."""
+    written = ('\x1b]0;owned title\x07step 1\r\x1b[2Kfaked ok\x1b]8;;http://x.invalid/\x1b\\link\x1b]8;;\x1b\\'
+               '\x08\x07\x1bPdcs\x1b\\\x9b31m\ttab\x1b7')
+    lines = parse_journal_json(json.dumps({'MESSAGE': written}))
+    assert lines == ['step 1', 'faked oklink31m tab'], lines  # a carriage return starts a line of its own
+    assert printable(written) == 'step 1faked oklink31m tab' and printable('a\nb') == 'a\nb'
 
 
 def test_decode_message_invalid_utf8():

@@ -212,6 +212,9 @@ def test_prometheus_from_the_role_holds_the_real_servers_series_after_a_chat(hos
     assert counted and counted[0]["metric"]["job"] == "sglang", reply
     assert counted[0]["metric"]["instance"] == HOST + ":30000", counted
     assert queried and not missing, sorted(missing)
+    # its web UI and API answer without authentication: on loopback only (sglang_monitoring_listen_address)
+    listening = host.check_output("ss -Htln 'sport = :9090'")
+    assert "127.0.0.1:9090" in listening and "*:9090" not in listening and "0.0.0.0:9090" not in listening, listening
 
 
 def test_key_is_required(host):

@@ -7,18 +7,21 @@ capabilities (it restarts and stops the service through systemd, reads the kerne
 and metrics go to its StateDirectory. The decisions are sglang_guard.py's (beside this file,
 the collection's plugins/module_utils/sglang_guard.py), the kernel events nvidia_health.py's.
 
-Every tick (the policy's interval): systemctl show; a one-token completion through the API key with a deadline
+Its metrics (the verdict, the last canary's latency, the incidents by verdict) are served on metrics_host:metrics_port
+(GET /metrics) and kept in metrics.prom beside its state. Every tick (the policy's interval): systemctl show; a one-token completion through the API key with a deadline
 (the canary); the server's generation counter (/metrics); the kernel's new NVIDIA events on this replica's GPUs
 (journalctl -k, from the cursor kept in the state). An action leaves an incident record (incidents/*.json): the
 verdict, why, the evidence (that invocation's journal, the kernel lines, the GPUs' readings), what was done and
 how long it took; a restart's record gets the seconds until the server answered again.
 """
 
+import http.server
 import json
 import os
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -157,7 +160,7 @@ class Host(object):
     def clean(self, line):
         """A journal line without secrets (SGLang logs its keys in server_args) and without control characters."""
         line = sglang_options.redact(sglang_options.redact_log_line(line), [self.config.get('api_key') or ''])
-        return ''.join(char if char.isprintable() else '?' for char in line)
+        return sglang_options.printable(line)
 
     def gpu_readings(self):
         rc, out = run(['nvidia-smi', '--query-gpu=' + GPU_QUERY, '--format=csv'], timeout=15)
@@ -170,6 +173,36 @@ class Host(object):
 
     def hold(self):
         return run(['systemctl', 'stop', '--no-block', self.unit])[0] == 0
+
+
+class MetricsHandler(http.server.BaseHTTPRequestHandler):
+    """GET /metrics: the guard's metrics (Prometheus's text format), nothing else; no secret is in them."""
+
+    text = b''
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.path.split('?', 1)[0] != '/metrics':
+            self.send_error(404)
+            return
+        body = MetricsHandler.text
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):  # the scrapes stay out of the journal
+        pass
+
+
+def serve_metrics(host, port):
+    """Serve MetricsHandler.text on host:port in a thread (port 0: not at all)."""
+    if not port:
+        return None
+    server = http.server.ThreadingHTTPServer((host, port), MetricsHandler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def on_our_gpus(events, bus_ids):
@@ -260,9 +293,10 @@ class Guard(object):
                    'incidents': self.state['incidents'], 'last_incident': self.state.get('last_incident', ''),
                    'state': self.state}
         write_atomic(os.path.join(self.dir, 'state.json'), json.dumps(summary, sort_keys=True), mode=0o644)
-        write_atomic(os.path.join(self.dir, 'metrics.prom'),
-                     sglang_guard.metrics_text(self.config['service'], self.state, self.canary_latency,
-                                               self.state['incidents']), mode=0o644)
+        metrics = sglang_guard.metrics_text(self.config['service'], self.state, self.canary_latency,
+                                            self.state['incidents'])
+        MetricsHandler.text = metrics.encode()
+        write_atomic(os.path.join(self.dir, 'metrics.prom'), metrics, mode=0o644)
 
 
 OPERATOR_HINTS = {
@@ -283,6 +317,7 @@ OPERATOR_HINTS = {
 def main(argv):
     config = load_config(argv)
     guard = Guard(config, Host(config))
+    serve_metrics(config.get('metrics_host') or '127.0.0.1', int(config.get('metrics_port') or 0))
     interval = config['policy']['interval']
     policy = json.dumps(config['policy'], sort_keys=True)
     log('%s: guarding %s (every %.0f s, policy %s)' % (config['unit'], config['url'], interval, policy))
