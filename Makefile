@@ -37,5 +37,6 @@ bench: setup
 	.venv/bin/python bench/readiness_latency.py
 	.venv/bin/python bench/deploy_time.py
 	.venv/bin/python bench/fleet_time.py
+	.venv/bin/python bench/guard_bounds.py
 	scripts/setup_aiperf.sh
 	.venv/bin/python bench/benchmark_model.py

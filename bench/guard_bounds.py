@@ -42,7 +42,8 @@ SETTINGS = {
 def healthy(router, inventory, url):
     try:
         return router_workers(router, inventory).get(url)
-    except Exception:  # pylint: disable=broad-except  (an unanswered sample: asked again)
+    except Exception:  # pylint: disable=broad-except
+        # an unanswered sample: asked again
         return None
 
 
@@ -101,9 +102,9 @@ def main():
                     raise SystemExit("deploy (%s) failed: %s" % (name, deployed.to_json()))
                 runs = [trial(replicas[0], router, inventory, args.cap) for dummy in range(args.trials)]
                 results[name] = runs
-                print("%-8s out %s, serving again %s" % (name, [None if o is None else round(o, 1) for o, s in runs],
-                                                        [None if s is None else round(s, 1) for o, s in runs]),
-                      flush=True)
+                outs = [None if out is None else round(out, 1) for out, dummy in runs]
+                served = [None if again is None else round(again, 1) for dummy, again in runs]
+                print("%-8s out %s, serving again %s" % (name, outs, served), flush=True)
     print("\nA replica whose scheduler hangs (%d trials each; goals: out within 30 s, serving again within 90 s)"
           % args.trials)
     print("%-10s %-28s %-28s" % ("setting", "out of the routing", "serving again"))

@@ -80,6 +80,22 @@ def initial_state():
             'n_restarts': None, 'held': '', 'held_invocation': '', 'verdict': STOPPED, 'recovering': None}
 
 
+def kernel_message(entry):
+    """The text of one ``journalctl -k -o json`` entry as dmesg shows it (what preflight reads): journald takes a
+    "NAME: " prefix of a line written to /dev/kmsg by user space (root only) as its syslog identifier, the kernel's
+    own lines carry the identifier "kernel". None for an entry without a message."""
+    message = entry.get('MESSAGE')
+    if isinstance(message, list):  # journald's form of a message that is not UTF-8
+        message = bytes(value for value in message if isinstance(value, int) and 0 <= value < 256).decode(
+            'utf-8', 'replace')
+    if not isinstance(message, str):
+        return None
+    identifier = entry.get('SYSLOG_IDENTIFIER')
+    if isinstance(identifier, str) and identifier and identifier != 'kernel':
+        return '%s: %s' % (identifier, message)
+    return message
+
+
 def within(times, now, window):
     return [stamp for stamp in times if now - stamp < window]
 

@@ -133,8 +133,9 @@ def judge(files, index_text, manifest, expected, hashes, updated=False):
     ``index_text``: the index's content or None; ``manifest``: the previous manifest's files; ``expected``:
     normalize_expected's result; ``hashes``: name -> sha256 computed this run. A file's sha256 is this run's, else
     the manifest's when size and mtime are unchanged. ``expected`` is the authority where it gives a value; without
-    one, a file whose content (or size) is not the one the manifest recorded is mismatched, whether or not its mtime
-    moved, unless ``updated`` (the operator says the model was replaced on purpose: the new content is recorded).
+    its sha256 (a size alone, as the hub gives for files outside LFS), a file whose content (or size) is not the one
+    the manifest recorded is mismatched, whether or not its mtime moved, unless ``updated`` (the operator says the
+    model was replaced on purpose: the new content is recorded).
 
     Returns {ready, shards, missing, mismatched: [{name, reason}], problem (why not ready besides files, or None),
     entries (the new manifest's files)}."""
@@ -162,7 +163,7 @@ def judge(files, index_text, manifest, expected, hashes, updated=False):
         elif unchanged and old.get('sha256') and known and known != old['sha256'] and not updated:
             reason = 'changed since the manifest: sha256 differs'
             entry.update(sha256=old['sha256'], found_sha256=known)
-        elif old and not updated and not want and _replaced(info, old, known):
+        elif old and not updated and not want.get('sha256') and _replaced(info, old, known):
             reason = _replaced(info, old, known)
             entry.update((key, old[key]) for key in ('sha256', 'size') if old.get(key) is not None)
             entry['found_size'] = info['size']

@@ -159,6 +159,11 @@ def deploy_vars(args, **over):
         "sglang_service_pp_size": args.pp or "auto",
         "sglang_service_mem_fraction_static": MEM_FRACTION,
         "sglang_service_api_key": args.api_key,
+        # the proof writes an Xid 13 (RESTART_APP) to the kernel log for preflight to see; the guard would restart
+        # the service for it in the middle of the other checks: it records it only, until prove_guard
+        "sglang_service_guard_act_on_gpu_fault": False,
+        # the guard's program needs the standard library only: the interpreter this proof runs with has it
+        "sglang_service_guard_python": sys.executable,
     }
     base.update(over)
     return base
@@ -419,6 +424,63 @@ def prove_manual_rollback(proof, args):
                 f"rollback: {describe(rolled)}; {host_of(rolled).msg}; status ready={host_of(status).ready}")
 
 
+GUARD_UNIT = "sglang-guard.service"
+GUARD_STATE = Path("/var/lib/k26deploy/guard/sglang")
+# the simulator's hang file (tests/gpu/inventory.yml): while it exists, no token is made and HTTP answers
+HANG_FILE = Path("/var/lib/sglang/hang")
+
+
+def guard_incidents():
+    return [json.loads(path.read_text()) for path in sorted((GUARD_STATE / "incidents").glob("*.json"))]
+
+
+def wait(condition, seconds):
+    """Seconds until condition() held (polled every 0.25 s), or None after ``seconds``."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        if condition():
+            return time.monotonic() - started
+        time.sleep(0.25)
+    return None
+
+
+def prove_guard(proof, args):
+    """The replica guard under the real hardened unit on a GPU host: its exposure; an Xid 79 on the service's GPU in
+    the kernel log (/dev/kmsg) stops and holds the service (never restarted into the fault); a scheduler that hangs
+    (the simulator's hang file) is found hung and restarted, and serves again."""
+    score, out = exposure_of(GUARD_UNIT)
+    proof.check(f"the guard unit's exposure is {EXPOSURE_AIM} or lower", score is not None and score <= EXPOSURE_AIM,
+                f"systemd-analyze security {GUARD_UNIT}: {score if score is not None else out[-300:]}")
+    acting = k26deploy.deploy(str(INVENTORY), deploy_vars(args, sglang_service_guard_act_on_gpu_fault=True))
+    seen = len(guard_incidents())
+    bus = nvidia_smi("pci.bus_id")[0][0].split(":", 1)[1].rsplit(".", 1)[0].lower()  # 00000000:00:06.0 -> 00:06
+    Path("/dev/kmsg").write_text(f"NVRM: Xid (PCI:0000:{bus}): 79, k26deploy GPU proof: GPU has fallen off the bus "
+                                 f"(synthetic, {time.time():.0f})\n")
+    held = wait(lambda: unit_prop("ActiveState") in ("inactive", "failed"), 30)
+    time.sleep(6)  # a guard that holds does not start it again
+    new = guard_incidents()[seen:]
+    proof.check("a fatal Xid on the service's GPU stops and holds the replica (not restarted into the fault)",
+                acting.exit_code == 0 and held is not None and held <= 10 and unit_prop("ActiveState") != "active"
+                and [(r["verdict"], r["action"]) for r in new] == [("gpu_fault", "hold")],
+                f"stopped {held if held is None else round(held, 1)} s after the line; "
+                f"incidents {[(r['verdict'], r['action'], r['why'][:120]) for r in new]}")
+    run(["systemctl", "start", UNIT])  # the operator's start ends the hold
+    ready = wait(lambda: host_ready(args), 120)
+    seen, before = len(guard_incidents()), unit_prop("InvocationID")
+    HANG_FILE.write_text("")
+    try:
+        restarted = wait(lambda: unit_prop("InvocationID") not in (before, ""), 120)
+    finally:
+        HANG_FILE.unlink(missing_ok=True)
+    answered = wait(lambda: (guard_incidents()[-1:] or [{}])[0].get("recovered_after_seconds") is not None, 120)
+    new = guard_incidents()[seen:]
+    proof.check("a hung scheduler is found hung and restarted, and serves again",
+                ready is not None and restarted is not None and answered is not None
+                and [(r["verdict"], r["action"]) for r in new] == [("hung", "restart")],
+                f"restarted {restarted if restarted is None else round(restarted, 1)} s into the hang; "
+                f"{[(r['verdict'], r['action'], r.get('recovered_after_seconds')) for r in new]}")
+
+
 def level_figure(level):
     return "C=%d %.0f tok/s, %s" % (level["concurrency"], level.get("output_tokens_per_second") or 0,
                                     figures(level.get("gpus") or []))
@@ -564,6 +626,7 @@ def main():
         prove_precompile(proof, args)
         prove_oom_rollback(proof, args)
         prove_manual_rollback(proof, args)
+        prove_guard(proof, args)
     if args.bench and proof.ok:
         prove_benchmark(proof, args)
         prove_tune(proof, args)

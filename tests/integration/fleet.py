@@ -73,7 +73,8 @@ class RequestStream:
             try:
                 status = chat(self.router, self.key, "a steady stream", max_tokens=self.max_tokens,
                               max_seconds=self.max_seconds)[0]
-            except Exception:  # pylint: disable=broad-except  (a request that could not even be sent failed)
+            except Exception:  # pylint: disable=broad-except
+                # a request that could not even be sent failed
                 status = 0
             self.codes[status] += 1
             self.requests.append((started, status))

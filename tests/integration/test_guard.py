@@ -123,6 +123,22 @@ def test_a_long_start_is_never_acted_on(guarded):
     assert len(incidents(box)) == seen
 
 
+def test_a_link_the_service_account_put_in_place_of_its_cache_is_refused_never_followed(guarded):
+    """Issue 50: the service account owns its cache directory, so it can replace the Hugging Face cache inside it with
+    a link to /etc; the next deploy, as root, must neither follow it (/etc would become the account's) nor go on."""
+    box, inventory, runs = guarded
+    hf_home = "/var/cache/sglang/huggingface"
+    etc = box.exec("stat -c '%a %U:%G' /etc").stdout
+    box.exec("runuser -u sglang -- sh -c 'rm -rf %s && ln -s /etc %s'" % (hf_home, hf_home))
+    try:
+        result = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "planted")
+        host = result.hosts[box.name]
+        assert result.exit_code == 1 and hf_home in (host.msg or "") and "link" in host.msg, result.to_json()
+        assert box.exec("stat -c '%a %U:%G' /etc").stdout == etc
+    finally:
+        box.exec("rm -f %s && install -d -o sglang -g sglang -m 0750 %s" % (hf_home, hf_home))
+
+
 def test_a_deploy_without_the_guard_removes_it(guarded):
     box, inventory, runs = guarded
     result = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "without",

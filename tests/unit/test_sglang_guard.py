@@ -112,6 +112,19 @@ def test_a_kernel_line_that_quotes_the_driver_is_no_event_and_changes_nothing():
     assert events == [] and tick(state, 5.0, events=events)[:2] == (guard.HEALTHY, None)
 
 
+def test_a_journal_entry_reads_as_dmesg_shows_it():
+    """The driver's own line (identifier "kernel"), a line root wrote to /dev/kmsg (journald took its "NVRM:" for an
+    identifier: dmesg, which preflight reads, shows "NVRM: Xid ..."), and a mount error quoting the driver."""
+    driver = {"MESSAGE": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", "SYSLOG_IDENTIFIER": "kernel"}
+    written = {"MESSAGE": "Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", "SYSLOG_IDENTIFIER": "NVRM"}
+    mount = {"MESSAGE": "EXT4-fs (loop0): bad label NVRM: Xid (PCI:0000:3b:00): 79", "SYSLOG_IDENTIFIER": "kernel"}
+    texts = [guard.kernel_message(entry) for entry in (driver, written, mount)]
+    assert texts[0] == texts[1] == driver["MESSAGE"]
+    assert [event["code"] for event in nvidia_health.parse_kernel_events("\n".join(texts))] == [79, 79]
+    assert guard.kernel_message({"MESSAGE": list(b"NVRM: \xff")}) == "NVRM: \ufffd"
+    assert guard.kernel_message({}) is None
+
+
 def test_ignorable_xids_and_nvswitch_sxids_change_nothing():
     sxid = kernel_events(12028)
     ignored = nvidia_health.parse_kernel_events("NVRM: Xid (PCI:0000:00:06): 92, High single-bit ECC error rate")

@@ -147,6 +147,20 @@ def test_a_file_changed_with_its_mtime_fails_unless_the_model_was_updated_or_exp
         {'name': 'config.json', 'reason': 'sha256 differs from expected'}]
 
 
+def test_an_expected_size_alone_never_accepts_new_content_at_the_same_size():
+    """Issue 50: the hub's files other than the LFS shards (config.json, the tokenizer, the index, the Python that
+    trust-remote-code runs) come with a size and no sha256; one changed at the same size with a new mtime must not be
+    accepted, nor its new hash become the reference."""
+    files = dict(FILES, **{'config.json': info(10, mtime_ns=2)})
+    expected = normalize_expected({'config.json': {'size': 10}})
+    verdict = judge(files, INDEX_TEXT, HASHED, expected, {'config.json': SHA_B})
+    assert verdict['ready'] is False and verdict['mismatched'] == [
+        {'name': 'config.json', 'reason': 'changed since the manifest: sha256 differs (set the model as updated if '
+                                          'this is on purpose)'}]
+    assert verdict['entries']['config.json']['sha256'] == SHA_A
+    assert judge(files, INDEX_TEXT, HASHED, expected, {'config.json': SHA_B}, updated=True)['ready'] is True
+
+
 def test_without_shards_or_with_a_broken_index_it_is_not_ready():
     files = {'config.json': info(10)}
     assert judge(files, None, {}, {}, {})['problem'] == 'no *.safetensors shards (and no model.safetensors.index.json)'

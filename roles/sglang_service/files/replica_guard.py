@@ -8,7 +8,9 @@ and metrics go to its StateDirectory. The decisions are sglang_guard.py's (besid
 the collection's plugins/module_utils/sglang_guard.py), the kernel events nvidia_health.py's.
 
 Its metrics (the verdict, the last canary's latency, the incidents by verdict) are served on metrics_host:metrics_port
-(GET /metrics) and kept in metrics.prom beside its state. Every tick (the policy's interval): systemctl show; a one-token completion through the API key with a deadline
+(GET /metrics) and kept in metrics.prom beside its state.
+
+Every tick (the policy's interval): systemctl show; a one-token completion through the API key with a deadline
 (the canary); the server's generation counter (/metrics); the kernel's new NVIDIA events on this replica's GPUs
 (journalctl -k, from the cursor kept in the state). An action leaves an incident record (incidents/*.json): the
 verdict, why, the evidence (that invocation's journal, the kernel lines, the GPUs' readings), what was done and
@@ -132,7 +134,7 @@ class Host(object):
     def kernel_messages(self, cursor):
         """(the kernel's messages after ``cursor``, the new cursor). Without a cursor: none, and the newest cursor
         (what the kernel said before the guard started is the deploy's preflight's to judge)."""
-        argv = ['journalctl', '-k', '-q', '--no-pager', '-o', 'json', '--output-fields=MESSAGE']
+        argv = ['journalctl', '-k', '-q', '--no-pager', '-o', 'json', '--output-fields=MESSAGE,SYSLOG_IDENTIFIER']
         argv += ['--after-cursor', cursor, '-n', '1000'] if cursor else ['-n', '1']
         rc, out = run(argv)
         messages, newest = [], cursor
@@ -142,11 +144,8 @@ class Host(object):
             except ValueError:
                 continue
             newest = entry.get('__CURSOR') or newest
-            message = entry.get('MESSAGE')
-            if isinstance(message, list):  # journald's form of a message that is not UTF-8
-                message = bytes(value for value in message if isinstance(value, int) and 0 <= value < 256).decode(
-                    'utf-8', 'replace')
-            if cursor and isinstance(message, str):
+            message = sglang_guard.kernel_message(entry)
+            if cursor and message is not None:
                 messages.append(message)
         return messages, newest
 
