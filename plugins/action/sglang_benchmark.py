@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin for sglang_benchmark: runs the module once per concurrency level so that a sweep shows progress.
 
 After each level it prints one line and appends a progress record (module_utils/k26_progress.py) with the level's

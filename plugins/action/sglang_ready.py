@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin for sglang_ready: runs the module in slices so that long waits show progress.
 
 Each slice runs the module for ``progress_interval`` seconds with ``resume`` set; a

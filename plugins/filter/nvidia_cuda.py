@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters for the nvidia_cuda role: NVIDIA CUDA repository and package facts as pure functions.
 
 What the host has (GPUs, driver, toolkits) comes from the nvidia_gpu_facts module (module_utils/nvidia_smi.py).

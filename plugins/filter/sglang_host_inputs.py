@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filter for the service account and directories (plugins/module_utils/sglang_host_inputs.py holds the rules)."""
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_host_inputs, sglang_rollback_store

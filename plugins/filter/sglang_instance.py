@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters for multi-node model instances (plugins/module_utils/sglang_instance.py holds the logic)."""
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_instance, sglang_outcome

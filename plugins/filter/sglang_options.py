@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters that turn the sglang_service role's structured variables into SGLang's option mapping.
 
 The mapping is what `python -m sglang.launch_server --config FILE` reads: keys are flag names

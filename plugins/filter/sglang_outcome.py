@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Filters for a deploy's outcome and a host's result (plugins/module_utils/sglang_outcome.py and sglang_result.py
 hold the logic)."""
 

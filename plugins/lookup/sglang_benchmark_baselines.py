@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Lookup plugin sglang_benchmark_baselines: each host's benchmark baseline, read from the controller's results."""
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Files the modules keep between runs (the model's manifest on a host, the start-up records on the controller),
 written so that a reader never sees half of one, and directories that must be the module's user's alone."""
 

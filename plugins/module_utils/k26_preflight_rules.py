@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Preflight rules for serving Kimi K2.6 with SGLang: data plus small functions.
 
 Each rule has a stable id, a default severity and a check ``check(ctx) -> None | str | (severity, str)``.

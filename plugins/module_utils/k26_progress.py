@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Progress records of long tasks (readiness waits, benchmark sweeps) for k26deploy's live view.
 
 An action plugin appends one JSON line per record to the file named by K26DEPLOY_PROGRESS_FILE (set by k26deploy's

@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Read NVIDIA GPU facts from nvidia-smi, /proc and /sys; sample load. Shared by nvidia_gpu_facts and sglang_preflight.
 
 Parsing is pure (text in, dicts out) so that it can be tested on recorded output. Gathering takes a

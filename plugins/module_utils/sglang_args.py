@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Check an SGLang option mapping with SGLang's own parser, the way `launch_server --config FILE` reads it.
 
 Used by the sglang_args_check module and by tests/unit/test_sglang_args_check.py (which runs it against the

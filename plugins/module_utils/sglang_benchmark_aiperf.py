@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The load generator of the benchmark sweep: NVIDIA AIPerf (``aiperf profile``), one run per concurrency level.
 
 Why AIPerf and not SGLang's ``python -m sglang.benchmark.serving``: SGLang 0.5.23's benchmark imports

@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """What a benchmark sweep means: change against the baseline, diagnosis lines, the gate, the Markdown table.
 
 Pure functions over plain data, shared by the benchmark module (on the target) and the report module (on the

@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """DeepGEMM in SGLang 0.5.23: whether a server uses it, what changes the kernels it compiles, a key for "precompiled
 for this configuration", the command that precompiles them, and the environment that puts the compile caches in one
 directory. Pure logic, no I/O.

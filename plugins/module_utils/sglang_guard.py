@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The replica guard's decisions: pure, no I/O (its program, roles/sglang_service/files/replica_guard.py, observes
 and acts; this decides). Standard library only: the program runs it on the host with the system's python3.
 

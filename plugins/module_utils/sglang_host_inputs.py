@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Inputs that are well-formed but would break the host late or silently: the service account and its directories.
 
 The role makes the service user a system account with no login shell and its home at sglang_service_home, and

@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Multi-node model instances: the nodes of one inventory group serve one model together (SGLang's --nnodes,
 --node-rank, --dist-init-addr). Pure functions, shared by the filters of the sglang_service role.
 

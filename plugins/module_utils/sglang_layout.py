@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Tensor or pipeline parallel from the GPUs' interconnect: pure decisions over the nvidia_gpu facts' topology.
 
 SGLang puts the ranks of one tensor-parallel group on consecutive GPUs of a node (GPU ``pp_rank * tp + tp_rank``), and

@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The model directory of the sglang_model module: which files are the model, which must be hashed, whether it is
 intact and ready to serve, its digest, and whether to pre-warm the page cache with it.
 

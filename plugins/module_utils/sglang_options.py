@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """What the collection knows about SGLang's options, in one place: their names, the secret ones and how a secret is
 masked, the attention backends, which addresses are loopback, and the sglang_service role's option logic (the merge
 of its layers, the options it reserves, the problems that stop a configuration and the GPUs a node serves with).

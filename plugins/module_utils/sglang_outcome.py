@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The outcome of one run of the sglang_service role on one host: one record (the public fact
 sglang_service_outcome), changed only through the transitions below (the filter k26.deploy.sglang_outcome), and
 turned into the host's result (sglang_result's schema) by ``result``.

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The one shape of a host's result: what the playbooks publish per host (the facts sglang_service_result and
 sglang_router_result, and ansible-runner's artifact_data ``k26_hosts.<host>``) and what ``k26deploy.results``
 reads back into ``HostResult``.

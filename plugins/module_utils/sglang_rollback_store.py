@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The rollback store: where root keeps the last configuration that reached ready, and whether root may trust it.
 
 Root copies the store's files into /etc/systemd/system and /etc/sglang and restarts the unit, so whoever can write

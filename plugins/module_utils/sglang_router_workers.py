@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """What the sglang_router_worker module decides, apart from its I/O: a replica's entries in the router's
 ``GET /workers`` answer (smg), and the requests a replica still has, from its Prometheus ``/metrics``."""
 

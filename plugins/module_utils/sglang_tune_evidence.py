@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """What ``k26deploy tune`` measured on this host, said of the configuration it is about to serve.
 
 A tune report (src/k26deploy/tune.py, in the form its ``latest_report`` hands on) holds a row per candidate: its

@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """What an inventory value may be before it lands in a systemd unit or an EnvironmentFile, and how it is written there.
 
 Two rules. A value that no escaping can carry is refused before anything changes: a control character (a newline

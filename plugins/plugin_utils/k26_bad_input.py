@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The one marker of bad input: a failed task whose result carries ``k26_bad_input: true``.
 
 k26deploy (src/k26deploy/results.py) turns such a failure, and only such a failure (besides Ansible's own

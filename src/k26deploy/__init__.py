@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """k26deploy: deploy Kimi K2.6 on SGLang with the project's Ansible playbooks, from Python.
 
 Each function runs the matching playbook through ansible-runner (no ``ansible-playbook``

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Live progress: tail the readiness progress file and render a compact view.
 
 The ``sglang_ready`` action plugin appends one JSON object per line to the file named by the

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Typed results of a k26deploy run, built only from ansible-runner events.
 
 Nothing here reads Ansible's stdout text to learn a task's result: every field comes from

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """ansible-runner plumbing: run one playbook of the project and return a ``RunResult``.
 
 What every run gets:

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """``k26deploy tune``: measure candidate configurations on the target and keep the one that wins.
 
 Each candidate (a layout such as ``tp4pp2``, or any set of extra variables) is deployed in turn with the real

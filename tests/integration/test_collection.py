@@ -1,6 +1,7 @@
 """The collection as users get it: `ansible-galaxy collection build` makes a tarball that installs into a separate,
 empty project, whose own playbook (FQCNs only) deploys the demo settings into a fresh container."""
 
+import json
 import os
 import subprocess
 import tarfile
@@ -56,6 +57,17 @@ def test_the_tarball_holds_what_a_user_installs(tarball):
         assert needed in names, needed
     assert not {name for name in names if name.split("/")[0] in (
         ".collections", ".venv", "tests", "src", ".git", "ansible.cfg", "molecule", "inventories")}
+
+
+def test_the_tarball_carries_the_license_its_manifest_names(tarball):
+    """Issue 53: GPL-3.0-or-later, the license text in the artifact, the SPDX line in its code."""
+    with tarfile.open(tarball) as archive:
+        manifest = json.load(archive.extractfile("MANIFEST.json"))
+        license_text = archive.extractfile("LICENSE").read().decode()
+        module = archive.extractfile("plugins/modules/sglang_guard_info.py").read().decode()
+    assert manifest["collection_info"]["license"] == ["GPL-3.0-or-later"]
+    assert "GNU GENERAL PUBLIC LICENSE" in license_text and "Version 3, 29 June 2007" in license_text
+    assert "SPDX-License-Identifier: GPL-3.0-or-later" in module.splitlines()[4]
 
 
 def test_an_outside_project_deploys_with_fqcns_only(tarball, tmp_path):

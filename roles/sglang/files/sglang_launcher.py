@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Start SGLang (or the simulator) with the values of its secret options kept out of everything it prints.
 
     python sglang_launcher.py -m sglang.launch_server --config /etc/sglang/sglang.yaml

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Download a Hugging Face model repository at a pinned commit into a directory on this host, once the space it
 still needs is known to be free. Prints one JSON object: the repository's files as it describes them (expected:
 name -> size, and sha256 for files kept in LFS), the bytes still to download and the free bytes, and whether it

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Start SGLang's router (smg) with its API key read from a file.
 
 smg takes its key only as --api-key. Passed that way it would sit in the unit file and in the process's argv

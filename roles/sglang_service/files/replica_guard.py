@@ -1,4 +1,7 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The replica guard: watches one SGLang service after its deploy and acts on what the engines do not.
 
 Run by its own systemd unit (<service>-guard.service, written by the sglang_service role), as root without

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Run the simulator: ``python /opt/sglang/simulator/sglang_simulator --config FILE [--flag value ...]`` (the
 package's directory, as the service and the launcher start it) or ``python -m sglang_simulator ...``."""
 

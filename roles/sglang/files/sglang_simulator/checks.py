@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """SGLang's own checks of the options and its error texts (tracebacks as SGLang prints them), the ranks' layout,
 and --sim-check-only."""
 

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Compile mode (``--sim-compile-deep-gemm``, anywhere in the arguments) stands for SGLang 0.5.23's
 ``python -m sglang.compile_deep_gemm`` as the deployer runs it (plugins/module_utils/sglang_deepgemm.py)::
 

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """GPU mode of the SGLang simulator: it touches the GPUs the way SGLang does.
 
 Used by the simulator (lifecycle.py) when the host has an NVIDIA driver and the interpreter has PyTorch with CUDA

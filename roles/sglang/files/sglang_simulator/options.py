@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """SGLang 0.5.23's options: the --config file merged as SGLang merges it, an argparse parser built from SGLang's
 own option table (sglang_server_options.json, beside this file) and the simulator's own --sim-* knobs."""
 

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The performance model: how long a decode step takes, and how much GPU memory the weights take.
 
 Performance model (CPU mode, ``--sim-tokens-per-second model``): every running request gets one token per decode
