@@ -41,6 +41,12 @@ CASES = {
                                              "sglang_service_home /var/lib/sglang"),
     "API key SGLang would print escaped": ({"sglang_service_api_key": "with\\backslash-0123456789"},
                                            "sglang_service_api_key must be 16 or more letters, digits and - . _ ~"),
+    "several tokenizer workers, which SGLang serves only without a key": (
+        {"sglang_service_options": {"tokenizer-worker-num": 2}},
+        "tokenizer-worker-num 2: SGLang 0.5.23 serves several tokenizer workers only without an API key"),
+    "a password in pip's extra arguments": (
+        {"sglang_pip_extra_args": "--extra-index-url https://k26:backslash-pw@index.invalid/simple"},
+        "sglang_pip_extra_args holds a URL with credentials"),
 }
 
 
