@@ -176,16 +176,64 @@ def _inventory_yaml_files(path: Path) -> list[Path]:
     return files
 
 
+# In an inventory directory, the files that are meant as INI inventories (Ansible tries every other file too, and
+# only warns when one does not parse: a README beside them is no inventory).
+_INI_NAMES = ("hosts", "inventory")
+
+
+def _inventory_ini_files(path: Path) -> list[Path]:
+    """The INI inventories of the source PATH: the file itself unless it is YAML, JSON or executable (a script);
+    in a directory, its top-level *.ini files and those named hosts or inventory."""
+    if path.is_dir():
+        candidates = [name for name in sorted(path.iterdir()) if name.suffix == ".ini" or name.name in _INI_NAMES]
+    else:
+        candidates = [path]
+    return [name for name in candidates if name.is_file() and name.suffix not in _YAML_SUFFIXES
+            and not os.access(name, os.X_OK)]
+
+
+class _IniLine(Exception):
+    """Where Ansible's INI inventory plugin stopped: the line, never its text."""
+
+    def __init__(self, line: int | None) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def ini_error_line(name: Path) -> int | None:
+    """None when Ansible's own INI inventory plugin parses NAME; else the line it stopped at (0: not known)."""
+    from ansible.inventory.data import InventoryData  # pylint: disable=import-outside-toplevel
+    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
+    from ansible.plugins.inventory.ini import InventoryModule  # pylint: disable=import-outside-toplevel
+
+    class LineOfError(InventoryModule):
+        def _raise_error(self, message: str) -> None:
+            raise _IniLine(getattr(getattr(self, "_origin", None), "line_num", None))
+
+    try:
+        LineOfError().parse(InventoryData(), DataLoader(), str(name))
+    except Exception as exc:  # pylint: disable=broad-except
+        causes = [exc, exc.__cause__, exc.__context__]
+        return next((cause.line or 0 for cause in causes if isinstance(cause, _IniLine)), 0)
+    return None
+
+
 def check_inventory(path: Path) -> None:
-    """Refuse an inventory source whose YAML does not parse, naming the file, line and problem only. ansible-playbook
-    would warn, quote the lines around the error (an API key, a password), fall back to an empty inventory and run
-    with no host."""
+    """Refuse an inventory source whose YAML, JSON or INI does not parse, naming the file and line only (and for YAML
+    the problem). ansible-playbook would warn, quote the lines around the error (an API key, a password), fall back to
+    an empty inventory and run with no host."""
     for name in _inventory_yaml_files(path):
         try:
             yaml.load(name.read_text(encoding="utf-8", errors="replace"), Loader=_AnyTagLoader)  # noqa: S506
         except yaml.YAMLError as exc:
             raise BadInputError(f"inventory {name}: {yaml_error_text(exc)} (its lines are not shown: they may "
                                 "hold a secret)") from None
+    for name in _inventory_ini_files(path):
+        line = ini_error_line(name)
+        if line is not None:
+            where = f" at line {line}" if line else ""
+            raise BadInputError(f"inventory {name}: not a valid INI inventory{where} (its lines are not shown: they "
+                                "may hold a secret)")
 
 
 def _inventory_args(inventory: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None) -> list[str]:

@@ -20,7 +20,7 @@ import pytest
 
 import k26deploy
 from k26deploy.results import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_UNREACHABLE
-from k26deploy.runner import PROGRESS_FILE_NAME, PlaybookRun, run_processes
+from k26deploy.runner import PROGRESS_FILE_NAME, PlaybookRun, check_inventory, run_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "playbooks"
@@ -230,6 +230,25 @@ def test_cli_a_malformed_inventory_is_bad_input_and_its_lines_are_not_printed(tm
     assert INVENTORY_SECRET not in proc.stdout + proc.stderr
     assert "inventory %s: not valid YAML/JSON at line 5" % bad in proc.stderr, proc.stderr
     assert not list(tmp_path.rglob("stdout"))  # nothing ran, so no artifact holds the line either
+
+
+@pytest.mark.parametrize("name", ["hosts", "hosts.ini"])
+def test_cli_a_malformed_ini_inventory_is_bad_input_with_its_line_and_no_value(tmp_path, name):
+    """Issue 50: an INI inventory is checked like YAML and JSON: exit 2, the file and the line, never the value
+    (Ansible's own message quotes the line; k26deploy -v used to echo it with the secret in it)."""
+    bad = tmp_path / name
+    bad.write_text("[sglang_servers]\ngpu-01 ansible_host=127.0.0.1 ansible_port=9\n\n[sglang_servers:vars]\n"
+                   "sglang_service_api_key %s\n" % INVENTORY_SECRET)
+    proc = cli("preflight", "-v", "-i", str(bad), "--artifacts-dir", str(tmp_path / "pdd"))
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stdout + proc.stderr
+    assert INVENTORY_SECRET not in proc.stdout + proc.stderr
+    assert "inventory %s: not a valid INI inventory at line 5" % bad in proc.stderr, proc.stderr
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "hosts").write_text("[sglang_servers]\ngpu-01 ansible_host=127.0.0.1 ansible_port=9 sglang_service_gpu_count=8\n"
+                                "[sglang_servers:vars]\nsglang_service_api_key=%s\n" % INVENTORY_SECRET)
+    check_inventory(good)  # a good one passes, in a directory as in a file
+    check_inventory(good / "hosts")
 
 
 def test_cli_a_run_that_reached_no_host_is_not_a_success(tmp_path):
