@@ -44,4 +44,5 @@ def test_the_input_checks_run_as_input_check():
     """The checks of the input, wherever they lie, are k26.deploy.input_check (ansible.builtin.assert marks nothing)."""
     preflight = yaml.safe_load((ROOT / "playbooks" / "preflight.yml").read_text())
     names = [task["name"] for play in preflight for task in play.get("tasks", []) if "k26.deploy.input_check" in task]
-    assert names == ["Stop on preflight errors"]
+    assert names == ["Refuse credentials where they would reach a command line or an environment",
+                     "Stop on preflight errors"]
