@@ -5,11 +5,13 @@
 """The replica guard's decisions: pure, no I/O (its program, roles/sglang_service/files/replica_guard.py, observes
 and acts; this decides). Standard library only: the program runs it on the host with the system's python3.
 
-One observation a tick: the unit (systemctl show), the canary (a one-token completion through the API key), whether
-the server made tokens since the last tick (its /metrics), and the kernel's new NVIDIA events on this replica's GPUs.
+One observation a tick: the unit (systemctl show), the canary (a one-token completion through the API key), the
+scheduler's progress marker (gauges of its /metrics that move with every batch it runs), and the kernel's new NVIDIA
+events on this replica's GPUs.
 ``decide`` turns it into a verdict and at most one action:
 
-- ``healthy``: the canary answered (or it missed while the server kept making tokens: busy, not hung).
+- ``healthy``: the canary answered (or it missed while the scheduler kept running batches: busy, not hung; a long
+  prefill in chunks moves the KV cache's usage with each chunk, though no request finishes).
 - ``starting`` / ``stopped``: no invocation that answered yet, or no process: never acted on (a long warm-up is
   SGLang's own watchdog's and the deploy's readiness gate's, never the guard's).
 - ``hung``: ``hung_after`` canaries missed in a row by an invocation that answered before, the process alive, no
@@ -53,6 +55,7 @@ POLICY_DEFAULTS = {
     'max_restarts': 3,          # restarts by the guard ...
     'window_seconds': 3600.0,   # ... within this many seconds
     'crash_loop_restarts': 3,   # systemd's automatic restarts within window_seconds that make a crash loop
+    'may_restart': True,        # false (an instance of several nodes, which start only together): hold instead
 }
 
 #: NVIDIA's immediate actions (nvidia_health.XID_CATALOG) and what the guard does about them
@@ -79,7 +82,7 @@ def policy_of(values):
 
 
 def initial_state():
-    return {'invocation': '', 'answered': False, 'misses': 0, 'tokens': None, 'restarts': [], 'auto_restarts': [],
+    return {'invocation': '', 'answered': False, 'misses': 0, 'progress': None, 'restarts': [], 'auto_restarts': [],
             'n_restarts': None, 'held': '', 'held_invocation': '', 'verdict': STOPPED, 'recovering': None}
 
 
@@ -118,9 +121,9 @@ def gpu_action(events):
     return None, []
 
 
-def _progressed(state, tokens):
-    """Whether the server made tokens since the last tick (its generation counter grew)."""
-    return tokens is not None and state['tokens'] is not None and tokens > state['tokens']
+def _progressed(state, progress):
+    """Whether the scheduler ran a batch since the last tick: its progress marker changed."""
+    return progress is not None and state.get('progress') is not None and progress != state['progress']
 
 
 def _count_auto_restarts(state, unit, now):
@@ -132,13 +135,18 @@ def _count_auto_restarts(state, unit, now):
         count = 0
     if state['n_restarts'] is not None and count > state['n_restarts']:
         state['auto_restarts'] = state['auto_restarts'] + [now] * (count - state['n_restarts'])
-    elif state['n_restarts'] is not None and count < state['n_restarts']:
+    elif state['n_restarts'] is not None and count < state['n_restarts'] and \
+            unit.get('InvocationID') != state['invocation']:
         state['auto_restarts'] = []  # a start by hand (a deploy, an operator) counts systemd's restarts anew
     state['n_restarts'] = count
 
 
-def _act(state, policy, now, verdict, action, why):
-    """The decision (verdict, action, why) for an acting verdict, a restart beyond the budget held instead."""
+def _act(state, policy, now, verdict, action, why, invocation):
+    """The decision (verdict, action, why) for an acting verdict, a restart beyond the budget (or where the policy
+    allows none) held instead."""
+    if action == RESTART and not policy['may_restart']:
+        action = HOLD
+        why = '%s; the nodes of this instance start only together: held instead of restarted' % why
     if action == RESTART and not restart_allowed(state, policy, now):
         action = HOLD
         why = '%s; the guard already restarted it %d times within %d s (max_restarts): held instead' % (
@@ -148,7 +156,8 @@ def _act(state, policy, now, verdict, action, why):
         state['recovering'] = {'verdict': verdict, 'since': now}
     elif action == HOLD:
         state['held'] = verdict
-        state['held_invocation'] = state['invocation']
+        state['held_invocation'] = invocation
+        state['recovering'] = None
     state['answered'] = False
     state['misses'] = 0
     state['verdict'] = verdict
@@ -159,9 +168,11 @@ def decide(state, obs, policy, now):
     """One tick: (verdict, action or None, why). Updates ``state`` in place.
 
     ``obs``: unit (systemctl show's properties: ActiveState, SubState, MainPID, InvocationID, NRestarts, Result),
-    canary ({'ok': bool, 'error': str, 'latency': float} or None when not sent), tokens (the generation counter or
-    None), events (nvidia_health events on this replica's GPUs, new since the last tick)."""
+    canary ({'ok': bool, 'error': str, 'latency': float} or None when not sent), progress (the scheduler's progress
+    marker or None), events (nvidia_health events on this replica's GPUs, new since the last tick)."""
     unit = obs.get('unit') or {}
+    if not unit.get('ActiveState'):  # systemctl show gave nothing: nothing is known, nothing changes
+        return state['verdict'], None, 'systemd did not answer: the state is kept as it was'
     invocation = unit.get('InvocationID') or ''
     running = unit.get('ActiveState') == 'active' and unit.get('MainPID', '0') not in ('', '0')
     _count_auto_restarts(state, unit, now)
@@ -180,7 +191,10 @@ def decide(state, obs, policy, now):
         if not policy['act_on_gpu_fault']:
             state['verdict'] = GPU_FAULT
             return GPU_FAULT, None, 'kernel: %s (acting is off)' % lines
-        return _act(state, policy, now, GPU_FAULT, action, 'kernel: %s' % lines)
+        if action == RESTART and not running:  # never starts what is not running (a deploy's precompile, a stop)
+            state['verdict'] = GPU_FAULT
+            return GPU_FAULT, None, 'kernel: %s (the server runs no process: nothing to restart)' % lines
+        return _act(state, policy, now, GPU_FAULT, action, 'kernel: %s' % lines, invocation)
 
     crashes = within(state['auto_restarts'], now, policy['window_seconds'])
     state['auto_restarts'] = crashes
@@ -188,17 +202,17 @@ def decide(state, obs, policy, now):
     if len(crashes) >= policy['crash_loop_restarts'] or gave_up:
         why = 'systemd restarted the crashing server %d times within %d s%s' % (
             len(crashes), policy['window_seconds'], ' and gave up (start limit)' if gave_up else '')
+        state['auto_restarts'] = []  # said once; the crashes after it count anew
         if not policy['act_on_crash_loop'] or gave_up:
             state['verdict'] = CRASH_LOOP
             return CRASH_LOOP, None, why
-        state['auto_restarts'] = []
-        return _act(state, policy, now, CRASH_LOOP, HOLD, why)
+        return _act(state, policy, now, CRASH_LOOP, HOLD, why, invocation)
 
     if invocation != state['invocation']:
-        state.update(invocation=invocation, answered=False, misses=0, tokens=None)
-    tokens = obs.get('tokens')
-    progressed = _progressed(state, tokens)
-    state['tokens'] = tokens
+        state.update(invocation=invocation, answered=False, misses=0, progress=None)
+    progress = obs.get('progress')
+    progressed = _progressed(state, progress)
+    state['progress'] = progress
     if not running:
         state['verdict'] = STARTING if unit.get('ActiveState') == 'activating' else STOPPED
         return state['verdict'], None, 'the server runs no process (%s/%s)' % (
@@ -213,10 +227,10 @@ def decide(state, obs, policy, now):
         return STARTING, None, 'this start has not answered a canary yet (loading or warming up)'
     if progressed:
         state.update(misses=0, verdict=HEALTHY)
-        return HEALTHY, None, 'the canary missed (%s) but the server made tokens: busy, not hung' % (
+        return HEALTHY, None, 'the canary missed (%s) but the scheduler ran batches: busy, not hung' % (
             (canary or {}).get('error', 'not sent'))
     state['misses'] += 1
-    why = '%d canaries missed in a row (last: %s) while the process %s lives and made no token' % (
+    why = '%d canaries missed in a row (last: %s) while the process %s lives and its scheduler ran no batch' % (
         state['misses'], (canary or {}).get('error', 'not sent'), unit.get('MainPID'))
     if state['misses'] < policy['hung_after']:
         state['verdict'] = HEALTHY
@@ -224,7 +238,7 @@ def decide(state, obs, policy, now):
     if not policy['act_on_hung']:
         state['verdict'] = HUNG
         return HUNG, None, why + ' (acting is off)'
-    return _act(state, policy, now, HUNG, RESTART, why)
+    return _act(state, policy, now, HUNG, RESTART, why, invocation)
 
 
 def recovered(state, verdict, now):
@@ -237,7 +251,7 @@ def recovered(state, verdict, now):
 
 
 def metrics_text(service, state, canary_latency, incidents):
-    """The guard's metrics in Prometheus's text format (node_exporter's textfile collector reads it too)."""
+    """The guard's metrics in Prometheus's text format."""
     lines = ['# HELP k26_guard_verdict The guard verdict of the replica (1 for the current one).',
              '# TYPE k26_guard_verdict gauge']
     for verdict in VERDICTS:

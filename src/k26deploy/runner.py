@@ -189,7 +189,15 @@ def _inventory_ini_files(path: Path) -> list[Path]:
     else:
         candidates = [path]
     return [name for name in candidates if name.is_file() and name.suffix not in _YAML_SUFFIXES
-            and not os.access(name, os.X_OK)]
+            and not os.access(name, os.X_OK) and not _is_yaml_mapping(name)]
+
+
+def _is_yaml_mapping(name: Path) -> bool:
+    """Whether NAME holds a YAML mapping: Ansible's yaml plugin reads a file without an extension too."""
+    try:
+        return isinstance(yaml.load(name.read_text(encoding="utf-8", errors="replace"), Loader=_AnyTagLoader), dict)
+    except yaml.YAMLError:
+        return False
 
 
 class _IniLine(Exception):

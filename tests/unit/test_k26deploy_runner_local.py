@@ -249,6 +249,10 @@ def test_cli_a_malformed_ini_inventory_is_bad_input_with_its_line_and_no_value(t
                                 "[sglang_servers:vars]\nsglang_service_api_key=%s\n" % INVENTORY_SECRET)
     check_inventory(good)  # a good one passes, in a directory as in a file
     check_inventory(good / "hosts")
+    yaml_named_hosts = tmp_path / "yaml" / "hosts"  # Ansible's yaml plugin reads a file without an extension too
+    yaml_named_hosts.parent.mkdir()
+    yaml_named_hosts.write_text("all:\n  hosts:\n    gpu-01: {ansible_host: 127.0.0.1}\n")
+    check_inventory(yaml_named_hosts.parent)
 
 
 def test_cli_a_run_that_reached_no_host_is_not_a_success(tmp_path):

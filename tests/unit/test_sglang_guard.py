@@ -20,9 +20,9 @@ OK = {"ok": True, "latency": 0.05, "error": "HTTP 200"}
 MISSED = {"ok": False, "latency": 10.0, "error": "TimeoutError: timed out"}
 
 
-def tick(state, now, canary="ok", tokens=None, events=(), policy=None, **unit_args):
+def tick(state, now, canary="ok", progress=None, events=(), policy=None, **unit_args):
     canary = dict(OK) if canary == "ok" else canary
-    return guard.decide(state, {"unit": unit(**unit_args), "canary": canary, "tokens": tokens, "events": list(events)},
+    return guard.decide(state, {"unit": unit(**unit_args), "canary": canary, "progress": progress, "events": list(events)},
                         policy or POLICY, now)
 
 
@@ -48,9 +48,9 @@ def test_a_start_that_never_answered_is_never_acted_on_however_long_it_warms_up(
 
 def test_missed_canaries_of_a_start_that_answered_make_it_hung_and_restarted_at_the_third():
     state = answered_state()
-    assert tick(state, 5.0, canary=MISSED, tokens=7.0)[:2] == (guard.HEALTHY, None)
-    assert tick(state, 10.0, canary=MISSED, tokens=7.0)[:2] == (guard.HEALTHY, None)
-    verdict, action, why = tick(state, 15.0, canary=MISSED, tokens=7.0)
+    assert tick(state, 5.0, canary=MISSED, progress=7.0)[:2] == (guard.HEALTHY, None)
+    assert tick(state, 10.0, canary=MISSED, progress=7.0)[:2] == (guard.HEALTHY, None)
+    verdict, action, why = tick(state, 15.0, canary=MISSED, progress=7.0)
     assert (verdict, action) == (guard.HUNG, guard.RESTART)
     assert "3 canaries missed in a row" in why and "TimeoutError" in why and "process 100" in why
     # the restarted server starts: not acted on until it answers, and then the restart's time is known once
@@ -59,11 +59,13 @@ def test_missed_canaries_of_a_start_that_answered_make_it_hung_and_restarted_at_
     assert guard.recovered(state, guard.HEALTHY, 40.0) == 25.0 and guard.recovered(state, guard.HEALTHY, 45.0) is None
 
 
-def test_a_busy_server_that_makes_tokens_is_not_hung_though_its_canary_misses():
+def test_a_busy_server_whose_scheduler_runs_batches_is_not_hung_though_its_canary_misses():
+    """The progress marker (the scheduler's gauges: KV tokens in use, running and queued requests, throughput) moves
+    with every batch, a long prefill's chunks included, though no request finishes."""
     state = answered_state()
-    tick(state, 1.0, tokens=50.0)
+    tick(state, 1.0, progress=50.0)
     for second, tokens in zip(range(5, 200, 5), range(100, 10000, 250)):
-        verdict, action, why = tick(state, float(second), canary=MISSED, tokens=float(tokens))
+        verdict, action, why = tick(state, float(second), canary=MISSED, progress=float(tokens))
         assert (verdict, action) == (guard.HEALTHY, None) and "busy" in why
 
 
@@ -149,12 +151,47 @@ def test_systemd_s_own_restarts_of_a_crashing_server_make_a_crash_loop_that_is_h
     # a start by hand (systemd counts from 0 again) is a fresh attempt: its crashes are counted anew
     state = answered_state()
     for second, restarts in ((10.0, 1), (20.0, 2), (30.0, 0), (40.0, 1), (50.0, 2)):
-        assert tick(state, second, canary=None, active="activating", pid="0", restarts=restarts)[:2] == (
-            guard.STARTING, None)
+        assert tick(state, second, canary=None, active="activating", pid="0", restarts=restarts,
+                    invocation="inv-%d" % second)[:2] == (guard.STARTING, None)
     # systemd giving up by itself (its start limit) is a crash loop with nothing left to stop
     state = answered_state()
     assert tick(state, 5.0, canary=None, active="failed", pid="0", result="start-limit-hit")[:2] == (
         guard.CRASH_LOOP, None)
+
+
+def test_a_systemd_that_does_not_answer_changes_nothing():
+    """A failed systemctl show is no NRestarts of 0 (that would wipe the crash history, and the next answer would count
+    old crashes as new) and no new start (that would forget that this one answered)."""
+    state = answered_state()
+    tick(state, 5.0, canary=None, active="activating", pid="0", restarts=2)
+    before = dict(state)
+    assert guard.decide(state, {"unit": {}, "canary": None, "progress": None, "events": []}, POLICY, 10.0)[:2] == (
+        guard.STARTING, None)
+    assert state == before
+    assert tick(state, 15.0, canary=None, active="activating", pid="0", restarts=2)[:2] == (guard.STARTING, None)
+
+
+def test_a_restart_class_xid_never_starts_a_service_that_is_not_running():
+    graphics = nvidia_health.parse_kernel_events("NVRM: Xid (PCI:0000:00:06): 13, Graphics Exception")
+    state = answered_state()
+    assert tick(state, 5.0, canary=None, events=graphics, active="inactive", pid="0")[:2] == (guard.GPU_FAULT, None)
+
+
+def test_a_crash_loop_with_acting_off_is_said_once_and_the_guard_goes_on_watching():
+    policy = guard.policy_of({"act_on_crash_loop": False})
+    state = answered_state()
+    for second, restarts in ((10.0, 1), (20.0, 2)):
+        tick(state, second, canary=None, active="activating", pid="0", restarts=restarts, policy=policy)
+    assert tick(state, 30.0, canary=None, active="activating", pid="0", restarts=3, policy=policy)[:2] == (
+        guard.CRASH_LOOP, None)
+    assert tick(state, 40.0, restarts=3, invocation="inv-4", policy=policy)[:2] == (guard.HEALTHY, None)
+
+
+def test_an_instance_of_several_nodes_is_held_never_restarted():
+    policy = guard.policy_of({"may_restart": False, "hung_after": 1})
+    state = answered_state()
+    verdict, action, why = tick(state, 5.0, canary=MISSED, policy=policy)
+    assert (verdict, action) == (guard.HUNG, guard.HOLD) and "start only together" in why
 
 
 def test_a_stopped_service_is_stopped_not_hung():

@@ -29,10 +29,14 @@ def test_metrics_are_prometheus_text_with_the_model_label():
     text = metrics.render('k"26', 12.5)
     assert '# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name="k\\"26"} 1.0' in text
     assert 'sglang:prompt_tokens_total{model_name="k\\"26"} 5.0' in text
-    assert 'sglang:generation_tokens_total{model_name="k\\"26"} 2.0' in text
+    # as SGLang: the KV tokens in use move with each token, a request's tokens are counted when it finishes
+    assert 'sglang:num_used_tokens{model_name="k\\"26"} 7.0' in text
+    assert 'sglang:generation_tokens_total{model_name="k\\"26"} 0.0' in text
     assert 'sglang:gen_throughput{model_name="k\\"26"} 12.5' in text
-    metrics.finish()
+    metrics.finish(5, 2)
     assert metrics.running == 0 and metrics.requests == 1
+    text = metrics.render('k"26', 0.0)
+    assert 'generation_tokens_total{model_name="k\\"26"} 2.0' in text and 'num_used_tokens{model_name="k\\"26"} 0.0' in text
 
 
 def test_throughput_follows_the_performance_model_or_the_fixed_speed():

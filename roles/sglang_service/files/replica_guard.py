@@ -11,10 +11,10 @@ and metrics go to its StateDirectory. The decisions are sglang_guard.py's (besid
 the collection's plugins/module_utils/sglang_guard.py), the kernel events nvidia_health.py's.
 
 Its metrics (the verdict, the last canary's latency, the incidents by verdict) are served on metrics_host:metrics_port
-(GET /metrics) and kept in metrics.prom beside its state.
+(GET /metrics) and kept in metrics.prom beside its state (root's, 0600).
 
 Every tick (the policy's interval): systemctl show; a one-token completion through the API key with a deadline
-(the canary); the server's generation counter (/metrics); the kernel's new NVIDIA events on this replica's GPUs
+(the canary); the scheduler's progress marker (its gauges in /metrics); the kernel's new NVIDIA events on this replica's GPUs
 (journalctl -k, from the cursor kept in the state). An action leaves an incident record (incidents/*.json): the
 verdict, why, the evidence (that invocation's journal, the kernel lines, the GPUs' readings), what was done and
 how long it took; a restart's record gets the seconds until the server answered again.
@@ -23,6 +23,7 @@ how long it took; a restart's record gets the seconds until the server answered 
 import http.server
 import json
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -43,7 +44,11 @@ COMMAND_TIMEOUT = 30
 ENV = dict(os.environ, LC_ALL='C', SYSTEMD_PAGER='', SYSTEMD_COLORS='0')
 GPU_QUERY = ('index,pci.bus_id,name,temperature.gpu,power.draw,utilization.gpu,memory.used,memory.total,'
              'clocks_event_reasons.active')
-GENERATION_COUNTERS = ('sglang:generation_tokens_total', 'sglang_generation_tokens_total')
+# The scheduler's gauges that move with every batch it runs (SGLang 0.5.23, srt/observability/metrics_collector.py:
+# a long prefill's chunks move the KV tokens in use though no request finishes, and generation_tokens_total counts
+# only finished requests); a hung scheduler moves none of them. Either spelling (sglang: or, over OpenMetrics, sglang_).
+PROGRESS_GAUGES = ('num_used_tokens', 'token_usage', 'num_running_reqs', 'num_queue_reqs', 'gen_throughput',
+                   'generation_tokens_total')
 
 
 def log(text):
@@ -118,21 +123,19 @@ class Host(object):
             return {'ok': False, 'latency': time.monotonic() - started,
                     'error': '%s: %s' % (type(exc).__name__, exc)}
 
-    def generated_tokens(self):
-        """The server's generation counter from /metrics (open, no key); None without it."""
+    def progress(self):
+        """The scheduler's progress marker from /metrics (open, no key): its gauges' values, sorted; None without
+        them."""
         try:
             dummy, text = self._request('/metrics', timeout=3.0)
         except Exception:  # pylint: disable=broad-except
             return None
-        total = None
+        values = []
         for line in text.decode('utf-8', 'replace').splitlines():
             name = line.split('{', 1)[0].split(' ', 1)[0]
-            if name in GENERATION_COUNTERS:
-                try:
-                    total = (total or 0.0) + float(line.rsplit(' ', 1)[1])
-                except (IndexError, ValueError):
-                    continue
-        return total
+            if name[len('sglang:'):] in PROGRESS_GAUGES and name[:len('sglang:')] in ('sglang:', 'sglang_'):
+                values.append(line)
+        return '\n'.join(sorted(values)) or None
 
     def kernel_messages(self, cursor):
         """(the kernel's messages after ``cursor``, the new cursor). Without a cursor: none, and the newest cursor
@@ -149,7 +152,9 @@ class Host(object):
             newest = entry.get('__CURSOR') or newest
             message = sglang_guard.kernel_message(entry)
             if cursor and message is not None:
-                messages.append(message)
+                # one entry, one message: the kernel's own escapes may hold a newline (a file name), and what follows
+                # it is no message of the driver
+                messages.append(message.split('\n', 1)[0])
         return messages, newest
 
     def journal_excerpt(self, invocation, lines):
@@ -165,8 +170,19 @@ class Host(object):
         return sglang_options.printable(line)
 
     def gpu_readings(self):
-        rc, out = run(['nvidia-smi', '--query-gpu=' + GPU_QUERY, '--format=csv'], timeout=15)
-        return out.splitlines() if rc == 0 else []
+        """nvidia-smi's readings, or none: on a GPU that fell off the bus it may never return, so it is left behind
+        after its deadline instead of waited for."""
+        try:
+            proc = subprocess.Popen(['nvidia-smi', '--query-gpu=' + GPU_QUERY, '--format=csv'],  # noqa: S603
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV)
+        except OSError:
+            return []
+        try:
+            out = proc.communicate(timeout=15)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return ['nvidia-smi did not answer within 15 s']
+        return out.splitlines() if proc.returncode == 0 else []
 
     def restart(self):
         """Kill the (hung) process tree, then start again: systemd's own stop would wait TimeoutStopSec for it."""
@@ -197,12 +213,21 @@ class MetricsHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class MetricsServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
 def serve_metrics(host, port):
-    """Serve MetricsHandler.text on host:port in a thread (port 0: not at all)."""
+    """Serve MetricsHandler.text on host:port in a thread (port 0: not at all). A port it cannot have (taken by another
+    service's guard, an address the host lacks) costs the metrics, never the guarding."""
     if not port:
         return None
-    server = http.server.ThreadingHTTPServer((host, port), MetricsHandler)
-    server.daemon_threads = True
+    MetricsServer.address_family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    try:
+        server = MetricsServer((host, port), MetricsHandler)
+    except OSError as exc:
+        log('metrics not served on %s:%d (%s): the guard goes on without them' % (host, port, exc))
+        return None
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -243,12 +268,12 @@ class Guard(object):
         canary = self.host.canary() if running else None
         if canary and canary['ok']:
             self.canary_latency = canary['latency']
-        tokens = self.host.generated_tokens() if running else None
+        progress = self.host.progress() if running else None
         messages, self.state['cursor'] = self.host.kernel_messages(self.state['cursor'])
         events = on_our_gpus(nvidia_health.parse_kernel_events('\n'.join(messages)), self.config.get('gpu_bus_ids'))
         invocation = unit.get('InvocationID', '')
         before = self.state['verdict']
-        verdict, action, why = sglang_guard.decide(self.state, {'unit': unit, 'canary': canary, 'tokens': tokens,
+        verdict, action, why = sglang_guard.decide(self.state, {'unit': unit, 'canary': canary, 'progress': progress,
                                                                 'events': events}, self.config['policy'], now)
         if verdict != before:
             log('%s: %s -> %s: %s' % (self.config['unit'], before, verdict, why))
@@ -261,22 +286,29 @@ class Guard(object):
         return verdict, action
 
     def incident(self, now, verdict, action, why, invocation, events):
+        # act first, then gather the evidence (the journal outlives the process; nvidia-smi may hang on a dead GPU),
+        # and keep the decision (the restart budget, the count) before anything that may fail
+        started = time.monotonic()
+        done = {sglang_guard.RESTART: self.host.restart, sglang_guard.HOLD: self.host.hold}.get(action, lambda: True)()
+        took = round(time.monotonic() - started, 3)
+        name = '%d-%s.json' % (int(now * 1000), verdict)
+        self.state['incidents'][verdict] = self.state['incidents'].get(verdict, 0) + 1
+        self.state['last_incident'] = name
+        self.save(now, verdict, why)
+        log('%s: incident %s: %s %s (%s)' % (self.config['unit'], name, verdict, action or 'none', why))
         evidence = {'journal': self.host.journal_excerpt(invocation, self.config.get('journal_lines', 40)),
                     'kernel': [self.host.clean(event['line']) for event in events],
                     'gpus': self.host.gpu_readings()}
-        started = time.monotonic()
-        done = {sglang_guard.RESTART: self.host.restart, sglang_guard.HOLD: self.host.hold}.get(action, lambda: True)()
         record = {'time': now, 'service': self.config['unit'], 'verdict': verdict, 'action': action or 'none',
                   'acted': bool(done), 'why': why, 'invocation': invocation, 'evidence': evidence,
-                  'action_seconds': round(time.monotonic() - started, 3), 'recovered_after_seconds': None,
+                  'action_seconds': took, 'recovered_after_seconds': None,
                   'operator': OPERATOR_HINTS.get((verdict, action), '')}
-        name = '%d-%s.json' % (int(now * 1000), verdict)
-        write_atomic(os.path.join(self.incident_dir, name), json.dumps(record, indent=1, sort_keys=True))
-        self.state['incidents'][verdict] = self.state['incidents'].get(verdict, 0) + 1
-        self.state['last_incident'] = name
-        log('%s: incident %s: %s %s (%s)' % (self.config['unit'], name, verdict, action or 'none', why))
-        for old in sorted(os.listdir(self.incident_dir))[:-KEPT_INCIDENTS]:
-            os.unlink(os.path.join(self.incident_dir, old))
+        try:
+            write_atomic(os.path.join(self.incident_dir, name), json.dumps(record, indent=1, sort_keys=True))
+            for old in sorted(os.listdir(self.incident_dir))[:-KEPT_INCIDENTS]:
+                os.unlink(os.path.join(self.incident_dir, old))
+        except OSError as exc:
+            log('%s: incident %s not written (%s)' % (self.config['unit'], name, exc))
 
     def note_recovery(self, seconds):
         path = os.path.join(self.incident_dir, self.state.get('last_incident') or '')
@@ -294,11 +326,14 @@ class Guard(object):
                    'held': self.state['held'], 'canary_seconds': self.canary_latency,
                    'incidents': self.state['incidents'], 'last_incident': self.state.get('last_incident', ''),
                    'state': self.state}
-        write_atomic(os.path.join(self.dir, 'state.json'), json.dumps(summary, sort_keys=True), mode=0o644)
         metrics = sglang_guard.metrics_text(self.config['service'], self.state, self.canary_latency,
                                             self.state['incidents'])
         MetricsHandler.text = metrics.encode()
-        write_atomic(os.path.join(self.dir, 'metrics.prom'), metrics, mode=0o644)
+        try:
+            write_atomic(os.path.join(self.dir, 'state.json'), json.dumps(summary, sort_keys=True))
+            write_atomic(os.path.join(self.dir, 'metrics.prom'), metrics)
+        except OSError as exc:  # a full disk: the guard goes on, from the state it holds in memory
+            log('%s: state not written (%s)' % (self.config['unit'], exc))
 
 
 OPERATOR_HINTS = {
@@ -325,7 +360,11 @@ def main(argv):
     log('%s: guarding %s (every %.0f s, policy %s)' % (config['unit'], config['url'], interval, policy))
     while True:
         started = time.monotonic()
-        guard.tick()
+        try:
+            guard.tick()
+        except Exception as exc:  # pylint: disable=broad-except
+            # one bad look (a full disk, a journal that does not answer) must not end the guarding
+            log('%s: this look failed (%s: %s): trying again' % (config['unit'], type(exc).__name__, exc))
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
 
 

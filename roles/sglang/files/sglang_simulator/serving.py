@@ -17,7 +17,9 @@ WORDS = ("Kimi", "K2.6", "is", "answering", "from", "the", "SGLang", "simulator,
 
 
 class Metrics:
-    """Counters and gauges behind /metrics (thread-safe)."""
+    """Counters and gauges behind /metrics (thread-safe), as SGLang 0.5.23 keeps them: the KV tokens in use move with
+    every token the scheduler makes; generation_tokens_total counts a request's tokens when it finishes
+    (srt/observability/metrics_collector.py, observe_one_finished_request)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -25,20 +27,24 @@ class Metrics:
         self.requests = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
+        self.used_tokens = 0
 
     def start(self, prompt_tokens):
         with self._lock:
             self.running += 1
             self.requests += 1
             self.prompt_tokens += prompt_tokens
+            self.used_tokens += prompt_tokens
 
     def token(self):
         with self._lock:
-            self.generation_tokens += 1
+            self.used_tokens += 1
 
-    def finish(self):
+    def finish(self, prompt_tokens=0, generated=0):
         with self._lock:
             self.running -= 1
+            self.generation_tokens += generated
+            self.used_tokens -= prompt_tokens + generated
 
     def render(self, model_name, throughput):
         escaped = model_name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -47,6 +53,7 @@ class Metrics:
             rows = (
                 ("num_running_reqs", "gauge", "The number of running requests.", self.running),
                 ("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", 0),
+                ("num_used_tokens", "gauge", "The number of used tokens.", self.used_tokens),
                 ("token_usage", "gauge", "The token usage.", 0.01 * self.running),
                 ("gen_throughput", "gauge", "The generation throughput (token/s).", throughput),
                 ("num_requests_total", "counter", "Number of requests processed.", self.requests),
@@ -180,6 +187,7 @@ class Generation:
     def __init__(self, state, prompt_tokens):
         self.state = state
         self.prompt_tokens = prompt_tokens
+        self.generated = 0
 
     def __enter__(self):
         metrics = self.state.metrics
@@ -191,11 +199,12 @@ class Generation:
         return self
 
     def __exit__(self, *exc_info):
-        self.state.metrics.finish()
+        self.state.metrics.finish(self.prompt_tokens, self.generated)
         return False
 
     def tokens(self, count):
         for index in range(count):
             self.state.next_token()
             self.state.metrics.token()
+            self.generated += 1
             yield token_text(index)
