@@ -110,7 +110,8 @@ def test_a_replica_that_hangs_leaves_the_routing_and_the_other_answers_every_req
     assert out_at - hung_at < 30, out_at - hung_at
     after = [status for started, status in stream.requests if started > out_at]
     assert len(after) > 4 and set(after) == {200}, stream.requests
-    before = [status for started, status in stream.requests if started < hung_at]
+    # (a request that began within the last seconds before the hang may have met it: only the earlier ones count)
+    before = [status for started, status in stream.requests if started < hung_at - 2]
     assert before and set(before) == {200}, stream.requests
     wait_until(lambda: router_workers(router, inventory).get(url) is True, "back in once it answers again",
                timeout=60)

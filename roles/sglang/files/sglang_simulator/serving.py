@@ -190,6 +190,9 @@ class Generation:
         self.generated = 0
 
     def __enter__(self):
+        # a hung scheduler takes in no request: it waits, and nothing the scheduler reports (running and queued
+        # requests, KV tokens in use) moves meanwhile, as with SGLang's
+        self.state.wait_while_hung()
         metrics = self.state.metrics
         metrics.start(self.prompt_tokens)
         self.state.log.info(f"Prefill batch, #new-seq: 1, #new-token: {self.prompt_tokens}, "
