@@ -19,7 +19,8 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "src"))
 
 import k26deploy  # noqa: E402
-from fleet import RequestStream, fleet_containers, key_of  # noqa: E402
+from fleet import RequestStream, fleet_containers  # noqa: E402
+from harness import key_of  # noqa: E402
 
 CHANGE = {"sglang_service_environment": {"SGLANG_SIM_LOAD_SECONDS": 3}}
 

@@ -39,9 +39,9 @@ SETTINGS = {
 }
 
 
-def healthy(router, inventory, url):
+def healthy(router, url):
     try:
-        return router_workers(router, inventory).get(url)
+        return router_workers(router).get(url)
     except Exception:  # pylint: disable=broad-except
         # an unanswered sample: asked again
         return None
@@ -57,23 +57,23 @@ def until(condition, cap):
     return None
 
 
-def trial(replica, router, inventory, cap):
+def trial(replica, router, cap):
     """(seconds to out of the routing, seconds to serving again), each None past the cap. The hang ends with the
     process that hung: once the service restarted, the hang file goes."""
     url = "http://%s:30000" % replica.name
-    if until(lambda: healthy(router, inventory, url) is True, 120) is None:
+    if until(lambda: healthy(router, url) is True, 120) is None:
         raise SystemExit("the replica is not healthy in the router before the trial")
     before = replica.invocation()
     started = time.monotonic()
     replica.exec("touch %s" % HANG_FILE)
     served = None
     try:
-        out = until(lambda: healthy(router, inventory, url) is False, cap)
+        out = until(lambda: healthy(router, url) is False, cap)
         left = cap - (time.monotonic() - started)
         if out is not None and until(lambda: replica.invocation() not in (before, ""), max(left, 1)) is not None:
             replica.exec("rm -f %s" % HANG_FILE)
             left = cap - (time.monotonic() - started)
-            if until(lambda: healthy(router, inventory, url) is True, max(left, 1)) is not None:
+            if until(lambda: healthy(router, url) is True, max(left, 1)) is not None:
                 served = time.monotonic() - started
     finally:
         replica.exec("rm -f %s" % HANG_FILE)
@@ -100,7 +100,7 @@ def main():
                 deployed = k26deploy.deploy(inventory=inventory, extra_vars=extra_vars)
                 if deployed.exit_code != 0:
                     raise SystemExit("deploy (%s) failed: %s" % (name, deployed.to_json()))
-                runs = [trial(replicas[0], router, inventory, args.cap) for dummy in range(args.trials)]
+                runs = [trial(replicas[0], router, args.cap) for dummy in range(args.trials)]
                 results[name] = runs
                 outs = [None if out is None else round(out, 1) for out, dummy in runs]
                 served = [None if again is None else round(again, 1) for dummy, again in runs]

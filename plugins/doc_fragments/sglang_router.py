@@ -21,7 +21,14 @@ options:
   api_key:
     description:
       - The key of the router, which is also the replicas' key (smg passes the client's key on to the replica).
+      - It is the key for the router's control plane (C(/workers)) too when I(admin_key_file) gives none.
     type: str
+  admin_key_file:
+    description:
+      - A file on the host the module runs on that holds the router's control-plane key (the C(sglang_router) role's
+        C(<sglang_router_config_dir>/admin_key)), sent on every call to C(/workers) instead of I(api_key).
+      - A file that does not exist (a router deployed before it had one) leaves I(api_key) in charge.
+    type: path
   validate_certs:
     description:
       - Verify the router's and the replicas' HTTPS certificates.

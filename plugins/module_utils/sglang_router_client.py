@@ -16,6 +16,7 @@ AGENT = 'k26deploy-sglang_router'
 ROUTER_ARGUMENT_SPEC = dict(
     router_url=dict(type='str', required=True),
     api_key=dict(type='str', no_log=True),
+    admin_key_file=dict(type='path'),
     validate_certs=dict(type='bool', default=True),
     ca_path=dict(type='path'),
 )
@@ -28,10 +29,13 @@ class RouterClient(object):
         """``params``: a module's parameters, ROUTER_ARGUMENT_SPEC's among them."""
         self.base = params['router_url'].rstrip('/')
         self.api_key = params['api_key']
+        self.control_key = control_plane_key(params.get('admin_key_file')) or self.api_key
         self.tls = dict(validate_certs=params['validate_certs'], ca_path=params['ca_path'], agent=AGENT)
 
     def call(self, method, path, body=None):
-        return http_request(self.base + path, path=path, method=method, api_key=self.api_key, body=body, **self.tls)
+        """A call to the router's control plane (/workers), with its control-plane key where there is one."""
+        return http_request(self.base + path, path=path, method=method, api_key=self.control_key, body=body,
+                            **self.tls)
 
     def workers(self):
         """(the router's worker entries, or None with the reason why not)."""
@@ -48,7 +52,18 @@ class RouterClient(object):
         return busy_requests(answer.get('body')) if answer['kind'] == 'ok' else None
 
 
+def control_plane_key(path):
+    """The key in the file at path; None without a path or a file there (a router deployed before it had one)."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding='utf-8') as handle:
+            return handle.read().strip() or None
+    except FileNotFoundError:
+        return None
+
+
 def refusal_hint(answer):
     if answer.get('status') in (401, 403):
-        return ": the router refuses the key; it must be the replicas' key"
+        return ": the router refuses the key (the control-plane key where the router has one, else the replicas' key)"
     return ''

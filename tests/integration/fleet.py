@@ -11,11 +11,12 @@ import time
 
 import yaml
 
-from harness import ROOT, demo_inventory, key_of, podman_network, systemd_container, wheelhouse
+from harness import ROOT, demo_inventory, podman_network, systemd_container, wheelhouse
 
 ROUTER_DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())
 ROUTER_PACKAGE = "%s==%s" % (ROUTER_DEFAULTS["sglang_router_package"], ROUTER_DEFAULTS["sglang_router_version"])
 ROUTER_URL = "http://127.0.0.1:%d" % ROUTER_DEFAULTS["sglang_router_port"]
+ADMIN_KEY_FILE = "%s/admin_key" % ROUTER_DEFAULTS["sglang_router_config_dir"]
 
 
 @contextlib.contextmanager
@@ -49,9 +50,14 @@ def chat(router, key, content, max_tokens=8, url=ROUTER_URL, max_seconds=60):
     return int(status or 0), text
 
 
-def router_workers(router, inventory):
-    """The router's workers: URL -> healthy."""
-    body = router.exec("curl -s -H 'Authorization: Bearer %s' %s/workers" % (key_of(inventory), ROUTER_URL)).stdout
+def admin_key_of(router):
+    """The router's control-plane key, which the sglang_router role generated on its host."""
+    return router.exec("cat %s" % ADMIN_KEY_FILE).stdout.strip()
+
+
+def router_workers(router):
+    """The router's workers: URL -> healthy (asked with its control-plane key)."""
+    body = router.exec("curl -s -H \"Authorization: Bearer $(cat %s)\" %s/workers" % (ADMIN_KEY_FILE, ROUTER_URL)).stdout
     return {worker["url"]: worker["is_healthy"] for worker in json.loads(body)["workers"]}
 
 
@@ -117,10 +123,11 @@ while not os.path.exists("/tmp/k26-workers.stop"):
 
 
 class WorkerSamples:
-    """The router's workers sampled from inside its container while the block runs: `samples` afterwards."""
+    """The router's workers sampled from inside its container while the block runs: `samples` afterwards (asked with
+    the router's control-plane key)."""
 
-    def __init__(self, router, key):
-        self.router, self.key, self.samples = router, key, []
+    def __init__(self, router):
+        self.router, self.key, self.samples = router, admin_key_of(router), []
         self.process = None
 
     def __enter__(self):

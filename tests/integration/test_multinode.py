@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import k26deploy
-from fleet import chat, key_of
-from harness import demo_inventory, podman_network, snapshot_diff, systemd_container, task_ok_on
+from fleet import chat
+from harness import demo_inventory, key_of, podman_network, snapshot_diff, systemd_container, task_ok_on
 
 pytestmark = pytest.mark.integration
 

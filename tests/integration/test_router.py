@@ -21,9 +21,10 @@ import pytest
 import yaml
 
 import k26deploy
-from fleet import (ROUTER_DEFAULTS, ROUTER_URL, RequestStream, WorkerSamples, chat, fleet_containers, key_of,
+from fleet import (ROUTER_DEFAULTS, ROUTER_URL, RequestStream, WorkerSamples, admin_key_of, chat, fleet_containers,
                    restart_times, router_workers)
-from harness import QUICK_START, ROOT, SIM_INSTALLED, SIMULATOR, VENV_BIN, play_batches, task_started, wait_until
+from harness import (QUICK_START, ROOT, SIM_INSTALLED, SIMULATOR, VENV_BIN, key_of, play_batches, task_started,
+                     wait_until)
 
 pytestmark = pytest.mark.integration
 
@@ -101,7 +102,7 @@ def test_a_replica_that_hangs_leaves_the_routing_and_the_other_answers_every_req
         hung_at = time.monotonic()
         first.exec("touch %s" % HANG_FILE)
         try:
-            wait_until(lambda: router_workers(router, inventory).get(url) is False,
+            wait_until(lambda: router_workers(router).get(url) is False,
                        "the router takes the hung replica out", timeout=60)
             out_at = time.monotonic()
             time.sleep(8)
@@ -113,7 +114,7 @@ def test_a_replica_that_hangs_leaves_the_routing_and_the_other_answers_every_req
     # (a request that began within the last seconds before the hang may have met it: only the earlier ones count)
     before = [status for started, status in stream.requests if started < hung_at - 2]
     assert before and set(before) == {200}, stream.requests
-    wait_until(lambda: router_workers(router, inventory).get(url) is True, "back in once it answers again",
+    wait_until(lambda: router_workers(router).get(url) is True, "back in once it answers again",
                timeout=60)
 
 
@@ -128,14 +129,36 @@ def test_status_reports_the_fleet(fleet):
         {"http://%s:30000" % box.name: True for box in (first, second)}
 
 
-def test_the_key_is_in_no_argv_unit_or_journal(fleet):
+def test_the_clients_key_cannot_reach_the_routers_control_plane(fleet):
+    """Issue 50 item 2, through the router: smg 1.13 with a control-plane key (the role's admin_key) refuses the
+    clients' key on /workers and /flush_cache (401) and lets its own key through; the clients' key still generates,
+    and the control-plane key does not."""
     router, inventory = fleet[2], fleet[3]
-    key = key_of(inventory)
-    assert key not in router.exec("cat /etc/systemd/system/sglang-router.service").stdout
+
+    def status(method, path, key):
+        return router.exec("curl -s -o /dev/null -w '%%{http_code}' -X %s -H 'Authorization: Bearer %s' %s%s"
+                           % (method, key, ROUTER_URL, path)).stdout
+
+    key, admin_key = key_of(inventory), admin_key_of(router)
+    assert admin_key and admin_key != key
+    assert (status("GET", "/workers", key), status("POST", "/flush_cache", key)) == ("401", "401")
+    # past smg's check the answer is the replicas' (206: smg fans the flush out and the simulator has no /flush_cache;
+    # a real SGLang replica with an admin key refuses smg's worker key there: flush each replica with its own)
+    assert (status("GET", "/workers", admin_key), status("POST", "/flush_cache", admin_key)) == ("200", "206")
+    assert status("GET", "/v1/models", key) == "200"
+    assert chat(router, key, "still served", max_tokens=2)[0] == 200 and chat(router, admin_key, "no")[0] == 401
+
+
+def test_the_keys_are_in_no_argv_unit_or_journal(fleet):
+    router, inventory = fleet[2], fleet[3]
+    key, admin_key = key_of(inventory), admin_key_of(router)
     pid = router.exec("systemctl show sglang-router.service -p MainPID --value").stdout.strip()
-    assert pid != "0" and key not in router.exec("tr '\\0' ' ' < /proc/%s/cmdline" % pid).stdout
-    assert key not in router.exec("journalctl --no-pager -o cat").stdout
-    assert router.exec("stat -c '%U:%G %a' /etc/sglang-router/api_key").stdout.strip() == "root:sglang-router 640"
+    for secret in (key, admin_key):
+        assert secret not in router.exec("cat /etc/systemd/system/sglang-router.service").stdout
+        assert pid != "0" and secret not in router.exec("tr '\\0' ' ' < /proc/%s/cmdline" % pid).stdout
+        assert secret not in router.exec("journalctl --no-pager -o cat").stdout
+    for name in ("api_key", "admin_key"):
+        assert router.exec("stat -c '%%U:%%G %%a' /etc/sglang-router/%s" % name).stdout.strip() == "root:sglang-router 640"
     # hardened: the unit's exposure as systemd-analyze rates it (1.2 in systemd 252, the GPU proof's too; aim 1.5)
     assert router.exec("systemd-analyze security --threshold=15 sglang-router.service", check=False).returncode == 0, \
         router.exec("systemd-analyze security sglang-router.service", check=False).stdout[-3000:]
@@ -185,12 +208,12 @@ def test_a_replica_whose_gpus_turned_sick_leaves_the_router_unrestarted_while_th
     assert "GPU Recovery Action: Reset" in host.msg and host.msg == host.left_out, host
     assert first.invocation() == before  # neither restarted nor stopped
     assert sick.hosts[second.name].ready and sick.hosts[second.name].restarted  # the other one rolls
-    assert router_workers(router, inventory) == {"http://%s:30000" % second.name: True}
+    assert router_workers(router) == {"http://%s:30000" % second.name: True}
     # healthy again, and nothing to change on it: the next run's router routes to it again
     healthy = k26deploy.deploy(inventory=inventory)
     assert healthy.exit_code == 0 and healthy.hosts[first.name].left_out == "", healthy.to_json()
     assert first.invocation() == before and healthy.hosts[second.name].restarted
-    assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
+    assert router_workers(router) == {"http://%s:30000" % box.name: True for box in (first, second)}
 
 
 def test_a_second_run_changes_nothing(fleet, tmp_path):
@@ -250,7 +273,7 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
         return (tmp_path / "stopped.err").read_text()[-3000:]
     try:
         task_started(events, LEAVE_TASK, running=run, output=said)
-        wait_until(lambda: "http://%s:30000" % first.name not in router_workers(router, inventory), "the replica left")
+        wait_until(lambda: "http://%s:30000" % first.name not in router_workers(router), "the replica left")
         assert running_requests(first) >= 1  # the drain waits for it
         run.send_signal(signal.SIGINT)
         run.wait(timeout=120)
@@ -263,7 +286,7 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
     assert 'SGLANG_SIM_LOAD_SECONDS="1"' in first.exec("cat /etc/sglang/sglang.env").stdout
     assert first.invocation() == before
     # left out of the router while it serves its old configuration
-    assert router_workers(router, inventory) == {"http://%s:30000" % second.name: True}
+    assert router_workers(router) == {"http://%s:30000" % second.name: True}
     # the CLI's --serial 2 (README) puts both replicas in one batch
     proc = subprocess.run([str(VENV_BIN / "k26deploy"), "deploy", "-i", inventory, "-e", json.dumps(change),
                            "--serial", "2", "--artifacts-dir", str(tmp_path / "again"), "--json", "-q"], cwd=ROOT,
@@ -272,7 +295,7 @@ def test_a_change_written_but_never_restarted_restarts_on_the_next_run(fleet, tm
     again = json.loads(proc.stdout)
     assert proc.returncode == 0 and again["hosts"][first.name]["restarted"], proc.stderr[-3000:]
     assert first.invocation() != before
-    assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
+    assert router_workers(router) == {"http://%s:30000" % box.name: True for box in (first, second)}
 
 
 def running_requests(replica):
@@ -313,7 +336,7 @@ ROLLED = {LOAD: 2, "SGLANG_SIM_GRAPH_SECONDS": 0.5, "SGLANG_SIM_WARMUP_SECONDS":
 def test_a_rolling_change_drains_each_replica_in_turn_and_loses_no_request(fleet):
     first, second, router, inventory, dummy = fleet
     key = key_of(inventory)
-    with RequestStream(router, key) as stream, WorkerSamples(router, key) as workers:
+    with RequestStream(router, key) as stream, WorkerSamples(router) as workers:
         rolled = k26deploy.deploy(inventory=inventory, extra_vars={"sglang_service_environment": ROLLED})
     assert rolled.exit_code == 0, rolled.to_json()
     assert rolled.hosts[first.name].restarted and rolled.hosts[second.name].restarted
@@ -339,4 +362,4 @@ def test_a_bad_change_stops_at_the_first_replica_which_rolls_back_and_rejoins(fl
     for box in (first, second):
         env = box.exec("cat /etc/sglang/sglang.env").stdout
         assert 'FLEET_CHANGE="rolled"' in env and "crash_loading" not in env
-    assert router_workers(router, inventory) == {"http://%s:30000" % box.name: True for box in (first, second)}
+    assert router_workers(router) == {"http://%s:30000" % box.name: True for box in (first, second)}

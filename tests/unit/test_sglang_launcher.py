@@ -205,3 +205,95 @@ def test_a_script_imports_its_neighbours_as_under_python(tmp_path):
     target = tmp_path / "target.py"
     target.write_text("import neighbour, sys\nsys.exit(neighbour.VALUE)\n")
     assert launch(sys.executable, str(target)).returncode == 42
+
+
+# A stand-in for SGLang's package layout, enough to see what the launcher does to the HTTP app that
+# sglang.srt.entrypoints.http_server builds: launch_server imports it (as SGLang's does, late), wraps the app in the
+# middleware added to it, sends one request and prints what left the app.
+FAKE_HTTP_SERVER = textwrap.dedent("""\
+    import json
+
+    class App:
+        def __init__(self):
+            self.user_middleware = []
+
+        def add_middleware(self, cls, **options):
+            self.user_middleware.insert(0, (cls, options))
+
+        def built(self, endpoint):
+            for cls, options in reversed(self.user_middleware):
+                endpoint = cls(endpoint, **options)
+            return endpoint
+
+    app = App()
+    """)
+FAKE_LAUNCH_SERVER = textwrap.dedent("""\
+    import asyncio, json, sys, yaml
+    imported_before = "sglang.srt.entrypoints.http_server" in sys.modules
+    from sglang.srt.entrypoints import http_server
+
+    options = yaml.safe_load(open(sys.argv[sys.argv.index("--config") + 1]))
+    path = sys.argv[-1]
+
+    async def endpoint(scope, receive, send):
+        body = json.dumps({"server_args": options, "launch_command": "x --api-key " + options["api-key"]}).encode()
+        if path == "/server_info":
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            pieces = [body[:7], body[7:]]
+        else:  # /chunked and /events: no length, sent in pieces that split the key
+            kind = b"text/event-stream" if path == "/events" else b"application/json"
+            headers, cut = [(b"content-type", kind)], body.index(options["api-key"].encode()) + 3
+            pieces = [body[:cut], body[cut:]]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for i, piece in enumerate(pieces):
+            await send({"type": "http.response.body", "body": piece, "more_body": i < len(pieces) - 1})
+
+    sent = []
+    async def send(message):
+        sent.append(message)
+    asyncio.run(http_server.app.built(endpoint)({"type": "http", "path": path}, None, send))
+    start = sent[0]
+    print(json.dumps({"imported_before": imported_before, "headers": dict((k.decode(), v.decode()) for k, v in start["headers"]),
+                      "body": b"".join(m["body"] for m in sent[1:]).hex(), "messages": len(sent)}))
+    """)
+
+
+def launch_fake_sglang(tmp_path, path):
+    """The launcher's `-m sglang.launch_server` on the stand-in; what the app sent, as the stand-in printed it (the
+    body in hex: the launcher masks what the process prints)."""
+    config = write_config(tmp_path)
+    done = subprocess.run([sys.executable, str(LAUNCHER), "-m", "sglang.launch_server", "--config", str(config), path],
+                          check=False, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(fake_sglang(tmp_path))))
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    return dict(answer, body=bytes.fromhex(answer["body"]).decode())
+
+
+def fake_sglang(tmp_path):
+    package = tmp_path / "fake" / "sglang"
+    (package / "srt" / "entrypoints").mkdir(parents=True)
+    for init in (package, package / "srt", package / "srt" / "entrypoints"):
+        (init / "__init__.py").write_text("")
+    (package / "srt" / "entrypoints" / "http_server.py").write_text(FAKE_HTTP_SERVER)
+    (package / "launch_server.py").write_text(FAKE_LAUNCH_SERVER)
+    return package.parent
+
+
+@pytest.mark.parametrize("path", ["/server_info", "/chunked"])
+def test_sglangs_http_responses_carry_no_secret(tmp_path, path):
+    """Issue 50 item 2: SGLang's /server_info gives a holder of the API key both keys; the launcher masks them in
+    every response of SGLang's HTTP app, the app SGLang imports when it does (never earlier), a key split between
+    two writes included, and the length it declares stays true."""
+    answer = launch_fake_sglang(tmp_path, path)
+    assert answer["imported_before"] is False
+    body = answer["body"]
+    assert API_KEY not in body and ADMIN_KEY not in body
+    assert json.loads(body)["server_args"]["api-key"] == json.loads(body)["server_args"]["admin-api-key"] == "********"
+    if path == "/server_info":
+        assert int(answer["headers"]["content-length"]) == len(body.encode()) and answer["messages"] == 2
+
+
+def test_an_event_stream_passes_untouched(tmp_path):
+    """Streamed generation (text/event-stream) is the hot path and carries no option: not scanned."""
+    assert API_KEY in launch_fake_sglang(tmp_path, "/events")["body"]

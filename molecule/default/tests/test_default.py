@@ -122,15 +122,19 @@ def test_config_carries_the_cpu_profile_and_the_key_privately(host):
     assert options["admin-api-key"] == admin.content_string.strip() != KEY
 
 
-def test_the_api_key_cannot_call_real_sglangs_admin_endpoints_but_server_info_shows_it_the_admin_key(host):
-    """Issue 36 item 4, on the real SGLang 0.5.23: the admin key the role keeps closes the admin routes (here
-    /flush_cache, AuthLevel.ADMIN_OPTIONAL) to the API key. SGLang itself still returns every option, the admin key
-    included, in /server_info to a holder of the API key (srt/utils/common.py build_server_info): the README says so,
-    and this fails the day SGLang stops doing it."""
+def test_the_api_key_can_neither_read_a_key_nor_call_real_sglangs_admin_endpoints(host):
+    """Issue 50 item 2, on the real SGLang 0.5.23: the admin key the role keeps closes the admin routes (here
+    /flush_cache, AuthLevel.ADMIN_OPTIONAL) to the API key, and the launcher keeps both keys out of what SGLang
+    answers: /server_info (srt/utils/common.py build_server_info returns every option, both keys and the launch
+    command included, to a holder of the API key) still answers, the keys masked."""
     admin_key = host.file(ADMIN_KEY_FILE).content_string.strip()
     assert curl(host, "/flush_cache", "-o /dev/null -w '%{http_code}'") == "401"
     assert curl(host, "/flush_cache", "-o /dev/null -w '%{http_code}'", key=admin_key) == "200"
-    assert json.loads(curl(host, "/server_info"))["admin_api_key"] == admin_key
+    for path in ("/server_info", "/get_server_info"):
+        text = curl(host, path)
+        info = json.loads(text)
+        assert info["api_key"] == info["admin_api_key"] == MASK and info["model_path"]
+        assert KEY not in text and admin_key not in text
 
 
 def test_environment_file(host):
