@@ -24,8 +24,20 @@ def replica_url(replica, endpoint=None):
 
 
 def serves_api(replica):
-    """Whether a replica serves SGLang's API: not a node of rank >= 1 of a multi-node instance (only rank 0 does)."""
-    return int((replica.get("sglang_service_result") or {}).get("node_rank") or 0) == 0
+    """Whether a replica (a host's variables) serves SGLang's API: not a node of rank >= 1 of a multi-node instance
+    (only rank 0 does; the others answer a dummy /health alone). The rank it published when deployed or checked in
+    this run, else the inventory's: sglang_service_node_rank, else its place in sglang_service_instance_group."""
+    published = (replica.get("sglang_service_result") or {}).get("node_rank")
+    return int(published if published is not None else inventory_rank(replica)) == 0
+
+
+def inventory_rank(replica):
+    rank = replica.get("sglang_service_node_rank")
+    if rank is not None:
+        return rank
+    members = (replica.get("groups") or {}).get(replica.get("sglang_service_instance_group") or "") or []
+    name = replica.get("inventory_hostname")
+    return members.index(name) if name in members else 0
 
 
 def worker_urls(replicas):
@@ -42,4 +54,5 @@ def open_router_problem(host, api_key, allow_open):
 class FilterModule:
     def filters(self):
         return {"sglang_router_worker_urls": worker_urls, "sglang_router_worker_url": replica_url,
+                "sglang_serves_api": serves_api,
                 "sglang_router_open_problem": open_router_problem}

@@ -12,6 +12,7 @@ import jinja2
 import pytest
 import yaml
 
+from ansible_collections.k26.deploy.plugins.filter.sglang_router import serves_api
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_report as report
 from sglang_venv import SGLANG_SITE, requires_real_sglang
 
@@ -27,6 +28,7 @@ def render(template, **variables):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["to_json"] = json.dumps
+    env.filters["k26.deploy.sglang_serves_api"] = serves_api
     context = dict(DEFAULTS, ansible_managed="managed", __sglang_monitoring_baselines={}, groups={}, hostvars={})
     return env.get_template(template).render(dict(context, **variables))
 
@@ -66,8 +68,13 @@ def test_the_configuration_scrapes_every_replica_and_router_of_the_inventory(tmp
     hostvars = {"gpu-a": {"ansible_host": "10.0.0.11", "sglang_service_port": 30000}, "gpu-b": {},
                 "gpu-c": {"sglang_service_guard": False}, "gpu-d": {"sglang_service_guard_metrics_port": 0},
                 "router": {"sglang_router_prometheus_port": 29100}}
-    text = render("prometheus.yml.j2", groups={"sglang_servers": ["gpu-a", "gpu-b", "gpu-c", "gpu-d"],
-                                               "sglang_routers": ["router"]},
+    # nodes of rank >= 1 of a multi-node instance serve no API (no /metrics, no guard): by their published rank, the
+    # inventory's rank, or their place in the instance's group
+    groups = {"sglang_servers": ["gpu-a", "gpu-b", "gpu-c", "gpu-d", "mn-1", "mn-2", "mn-3"],
+              "sglang_routers": ["router"], "mn": ["mn-0", "mn-3"]}
+    hostvars.update({"mn-1": {"sglang_service_result": {"node_rank": 1}}, "mn-2": {"sglang_service_node_rank": 2},
+                     "mn-3": {"inventory_hostname": "mn-3", "groups": groups, "sglang_service_instance_group": "mn"}})
+    text = render("prometheus.yml.j2", groups=groups,
                   hostvars=hostvars, sglang_monitoring_rules_dir=str(tmp_path / "rules"),
                   sglang_monitoring_extra_targets=[{"job": "node", "targets": ["gpu-a:9100"]}])
     config = yaml.safe_load(text)
