@@ -1,9 +1,13 @@
 """The rollback store's trust rule: root restores only from files that root alone can write, below directories that
 root alone can write."""
+import hashlib
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import (
     compare, path_and_parents, unsafe_live_file, untrusted, writable_overlaps)
+from ansible_collections.k26.deploy.plugins.modules import sglang_rollback_store as module
 
 
 def stat(path, uid=0, mode="0700", islnk=False, exists=True):
@@ -113,3 +117,25 @@ WRITABLE = {"sglang_service_home": "/var/lib/sglang", "sglang_service_cache_dir"
 ])
 def test_a_root_directory_may_not_overlap_one_the_service_account_writes(path, expected):
     assert writable_overlaps("sglang_service_config_dir", path, WRITABLE) == expected
+
+
+def test_the_module_looks_at_a_live_link_itself_not_at_its_target(tmp_path):
+    """Issue 50: where the directories above a live file are root's alone, what the module's own look at the file
+    says decides. A link the service put there in place of the file (here to a root-owned regular file, which a
+    look that follows links would pass) is refused; the file itself is not."""
+    class Hasher:  # the one AnsibleModule method look() calls on a regular file
+        @staticmethod
+        def sha256(path):
+            return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+    target = tmp_path / "server.crt"
+    target.write_text("certificate")
+    target.chmod(0o640)
+    link = tmp_path / "planted.crt"
+    link.symlink_to(target)
+    as_root = {"uid": 0}  # what a root-owned file under /etc/sglang/tls looks like, wherever the test runs
+    looked_at_link, looked_at_file = (module.look(Hasher, str(path))[0] for path in (link, target))
+    for entry in (looked_at_link, looked_at_file):
+        entry["stat"].update(as_root)
+    assert unsafe_live_file(LIVE_DIRS, looked_at_link) == "%s is a symbolic link" % link
+    assert unsafe_live_file(LIVE_DIRS, looked_at_file) is None
