@@ -250,8 +250,9 @@ def recovered(state, verdict, now):
     return None
 
 
-def metrics_text(service, state, canary_latency, incidents):
-    """The guard's metrics in Prometheus's text format."""
+def metrics_text(service, state, canary_latency, incidents, now):
+    """The guard's metrics in Prometheus's text format; ``now``: when the guard last looked (a guard that still
+    serves its metrics but no longer looks shows an old time)."""
     lines = ['# HELP k26_guard_verdict The guard verdict of the replica (1 for the current one).',
              '# TYPE k26_guard_verdict gauge']
     for verdict in VERDICTS:
@@ -265,6 +266,9 @@ def metrics_text(service, state, canary_latency, incidents):
     for verdict in (HUNG, GPU_FAULT, CRASH_LOOP):
         lines.append('k26_guard_incidents_total{service="%s",verdict="%s"} %d' % (
             service, verdict, incidents.get(verdict, 0)))
+    lines += ['# HELP k26_guard_last_look_timestamp_seconds When the guard last looked at the replica (Unix time).',
+              '# TYPE k26_guard_last_look_timestamp_seconds gauge',
+              'k26_guard_last_look_timestamp_seconds{service="%s"} %s' % (service, repr(float(now)))]
     return '\n'.join(lines) + '\n'
 
 

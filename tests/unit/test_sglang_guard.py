@@ -212,8 +212,9 @@ def test_a_bad_policy_is_refused_with_its_key(values, message):
 
 def test_the_metrics_carry_one_verdict_the_canary_and_the_incidents():
     state = answered_state()
-    text = guard.metrics_text("sglang", state, 0.25, {"hung": 2})
+    text = guard.metrics_text("sglang", state, 0.25, {"hung": 2}, 1700000000.5)
     assert 'k26_guard_verdict{service="sglang",verdict="healthy"} 1' in text
     assert 'k26_guard_verdict{service="sglang",verdict="hung"} 0' in text
     assert 'k26_guard_canary_seconds{service="sglang"} 0.25' in text
     assert 'k26_guard_incidents_total{service="sglang",verdict="hung"} 2' in text
+    assert 'k26_guard_last_look_timestamp_seconds{service="sglang"} 1700000000.5' in text

@@ -327,7 +327,7 @@ class Guard(object):
                    'incidents': self.state['incidents'], 'last_incident': self.state.get('last_incident', ''),
                    'state': self.state}
         metrics = sglang_guard.metrics_text(self.config['service'], self.state, self.canary_latency,
-                                            self.state['incidents'])
+                                            self.state['incidents'], now)
         MetricsHandler.text = metrics.encode()
         try:
             write_atomic(os.path.join(self.dir, 'state.json'), json.dumps(summary, sort_keys=True))
