@@ -9,7 +9,7 @@ Every command that evaluates the rules (deploy, preflight, status) calls the mod
 inventory's ``k26_preflight_severity_overrides`` on top of the task's own ``severity_overrides`` (a play's defaults,
 such as deploy's), so a rule the operator lowered or raised reads the same in every command. It also hands the
 module ``k26_preflight_tune_report`` (the last ``k26deploy tune`` report, which the CLI passes) on the hosts that
-report measured.
+report measured. The report is data: its text is never templated (a row's ``{{`` stays text).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.collections import is_string
 from ansible.plugins.action import ActionBase
+from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.k26.deploy.plugins.plugin_utils.k26_bad_input import BAD_INPUT_KEY
 
@@ -62,8 +63,12 @@ class ActionModule(ActionBase):
         args['severity_overrides'] = combined_overrides(args.get('severity_overrides'), inventory)
         if args.get('tune_report') is None:
             report = task_vars.get(TUNE_REPORT_VARIABLE)
-            report = tune_report_for(self._templar.template(report) if report is not None else None,
-                                     task_vars.get('inventory_hostname'))
+            if is_string(report):
+                # an expression that names the report (an inventory's): templated once, its result is data
+                report = self._templar.template(report)
+            # the report is data: a {{ in its text stays text (wrap_var takes away the trust that the extra-vars
+            # file, which ansible-playbook reads as templates, gave it)
+            report = tune_report_for(wrap_var(report), task_vars.get('inventory_hostname'))
             if report is not None:
                 args['tune_report'] = report
         result.update(self._execute_module(module_args=args, task_vars=task_vars))

@@ -549,7 +549,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "tune":
         return tune_command(args, extra_vars)
     if args.command in TUNE_REPORT_COMMANDS and TUNE_REPORT_VARIABLE not in extra_vars:
-        report = tune_module.latest_report(Path(args.tune_dir).expanduser(), inventory_identity(args.inventory))
+        try:
+            report = tune_module.latest_report(Path(args.tune_dir).expanduser(), inventory_identity(args.inventory))
+        except BadInputError as exc:
+            return _early_failure(args, str(exc), EXIT_BAD_INPUT)
         if report is not None:
             extra_vars[TUNE_REPORT_VARIABLE] = report
 

@@ -81,6 +81,35 @@ class BadInputError(K26DeployError, ValueError):
     """The caller's input is wrong (missing playbook or inventory, bad extra vars): exit code 2."""
 
 
+class Untrusted(str):
+    """Text that Ansible takes as data, never as a template: the extra-vars file, which ansible-playbook trusts as
+    templates (``-e @file``), holds it as ``{"__ansible_unsafe": text}``, the JSON form of YAML's ``!unsafe``."""
+
+    __slots__ = ()
+
+
+def untrusted(value: Any) -> Any:
+    """VALUE with every text in it (mappings' and lists' too) :class:`Untrusted`; keys stay (Ansible templates none)."""
+    if isinstance(value, str):
+        return Untrusted(value)
+    if isinstance(value, Mapping):
+        return {key: untrusted(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [untrusted(item) for item in value]
+    return value
+
+
+def _extra_vars_json(value: Any) -> Any:
+    """VALUE as the extra-vars file holds it: :class:`Untrusted` text marked unsafe, other text as it is."""
+    if isinstance(value, Untrusted):
+        return {"__ansible_unsafe": str(value)}
+    if isinstance(value, Mapping):
+        return {str(key) if isinstance(key, Untrusted) else key: _extra_vars_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_extra_vars_json(item) for item in value]
+    return value
+
+
 def _looks_like_project(path: Path) -> bool:
     return (path / "ansible.cfg").is_file() and (path / "deploy_k26.yml").is_file()
 
@@ -453,7 +482,7 @@ class PlaybookRun:
         path = os.path.join(env_dir, f"extravars-{self.ident}.json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(self.extra_vars, handle, default=str)
+            json.dump(_extra_vars_json(self.extra_vars), handle, default=str)
         return path
 
     def cmdline(self) -> list[str]:

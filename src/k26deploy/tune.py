@@ -16,11 +16,15 @@ The pure parts (candidates, scores, the choice, the report) are apart from the r
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+from .runner import BadInputError, untrusted
 
 #: objectives: what a sweep's figures are worth
 OBJECTIVE_C1 = "c1"                  # output tok/s of one request alone (interactive use)
@@ -166,7 +170,11 @@ def write_report(report: Mapping[str, Any], directory: Path) -> dict[str, str]:
     stem = directory / ("tune-" + report["time"].replace(":", ""))
     files = {"json": str(stem.with_suffix(".json")), "markdown": str(stem.with_suffix(".md")),
              "png": str(stem.with_suffix(".png"))}
-    Path(files["json"]).write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+    # the one file preflight reads: never writable by the group or others, whatever the umask (latest_report)
+    fd = os.open(files["json"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), stat.S_IMODE(os.fstat(handle.fileno()).st_mode) & ~0o022)
+        handle.write(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
     Path(files["markdown"]).write_text(markdown(report))
     plot(report, Path(files["png"]))
     return files
@@ -244,12 +252,33 @@ def tune(candidates: Sequence[Candidate], deploy: Callable[..., Any], bench: Cal
 PREFLIGHT_ROW_FIELDS = ("name", "extra_vars", "ok", "score", "score_level")
 
 
+def read_own_report(path: Path) -> str:
+    """The text of the report at ``path``, refused (BadInputError) unless it is a file of the user who runs the
+    command that neither its group nor others may write: what it holds reaches every host's preflight."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise BadInputError(f"tune report {path} is not a regular file: remove it")
+        if info.st_uid != os.geteuid():
+            raise BadInputError(f"tune report {path} is owned by uid {info.st_uid}, not by uid {os.geteuid()} who "
+                                "runs k26deploy: remove it (or chown it to that user if you trust what it holds)")
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise BadInputError(f"tune report {path} is writable by its group or others (mode "
+                                f"{stat.S_IMODE(info.st_mode):04o}): remove it (or chmod go-w it if you trust it)")
+        return handle.read().decode("utf-8")
+
+
 def latest_report(directory: Path, inventory: str | None) -> dict[str, Any] | None:
-    """The newest tune report in ``directory`` made with ``inventory``, in the form preflight reads, or None."""
+    """The newest tune report in ``directory`` made with ``inventory``, in the form preflight reads, or None. Every
+    text in it is :func:`~k26deploy.runner.untrusted`: Ansible takes it as data, never as a template. A report file
+    of another user, or one its group or others may write, is refused (:func:`read_own_report`)."""
     found = []
     for path in Path(directory).glob("tune-*.json"):
         try:
-            report = json.loads(path.read_text())
+            report = json.loads(read_own_report(path))
+        except BadInputError:
+            raise
         except (OSError, ValueError):
             continue
         if isinstance(report, dict) and report.get("inventory") == inventory and report.get("rows"):
@@ -257,7 +286,7 @@ def latest_report(directory: Path, inventory: str | None) -> dict[str, Any] | No
     if not found:
         return None
     dummy, path, report = max(found, key=lambda item: item[:2])
-    return {"time": report.get("time"), "objective": report.get("objective"), "unit": report.get("unit"),
-            "winner": report.get("winner"),
-            "hosts": list(report.get("hosts") or []), "file": str(path),
-            "rows": [{key: row.get(key) for key in PREFLIGHT_ROW_FIELDS} for row in report["rows"]]}
+    return untrusted({"time": report.get("time"), "objective": report.get("objective"), "unit": report.get("unit"),
+                      "winner": report.get("winner"),
+                      "hosts": list(report.get("hosts") or []), "file": str(path),
+                      "rows": [{key: row.get(key) for key in PREFLIGHT_ROW_FIELDS} for row in report["rows"]]})
