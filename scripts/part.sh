@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One part of the test suite, the same way `make PART` and scripts/test.sh run it (after scripts/setup.sh):
-#   lint          ansible-lint, production profile
+#   lint          ansible-lint (production profile), ruff and mypy: scripts/lint.sh
 #   sanity        ansible-test sanity of the collection k26.deploy
 #   collection    the collection's changelog, docs lint and execution environment
 #   demo          `make demo` and its curls from this machine
@@ -26,10 +26,7 @@ pytest_on() {
 }
 
 case ${1:-} in
-  lint)
-    # ansible-lint puts $ANSIBLE_HOME/collections (~/.ansible) before the checkout's .collections: an installed copy
-    # of k26.deploy there would be linted in place of this tree. Its own home here sees only this checkout's.
-    ANSIBLE_HOME=$PWD/.cache/ansible-lint-home exec ansible-lint --profile production ;;
+  lint) exec scripts/lint.sh ;;
   sanity) exec tests/sanity/sanity.sh ;;
   collection) exec tests/sanity/collection.sh ;;
   demo) exec scripts/demo_check.sh ;;

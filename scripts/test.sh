@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test of the project, in three lanes after the set-up (what the lanes download comes in the background
 # meanwhile):
-#   checks:   ansible-lint (production profile) -> ansible-test sanity -> changelog, docs lint, execution environment
+#   checks:   ansible-lint (production profile), ruff, mypy -> ansible-test sanity -> changelog, docs lint, execution environment
 #             -> `make demo` and its curls from this machine
 #   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (3)
 #   molecule: the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
@@ -89,7 +89,7 @@ rm -rf "$K26_ANSIBALLZ_CACHE"
 # Each part is scripts/part.sh PART, as `make PART` runs it alone.
 checks_lane() {
   local lane=checks
-  part "ansible-lint (production profile)" scripts/part.sh lint &&
+  part "ansible-lint (production profile), ruff, mypy" scripts/part.sh lint &&
     part "ansible-test sanity (the collection k26.deploy)" scripts/part.sh sanity &&
     part "the collection's changelog, docs and execution environment" scripts/part.sh collection &&
     part "make demo, and its curls from this machine" scripts/part.sh demo

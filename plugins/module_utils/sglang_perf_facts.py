@@ -96,8 +96,7 @@ def memory_tier(gpu_mem_mib, tp):
     if not gpu_mem_mib:
         chunk, small, large = UNKNOWN_MEMORY
     else:
-        chunk, small, large = next(((c, s, l) for below, c, s, l in GPU_MEMORY_TIERS if gpu_mem_mib < below),
-                                   LARGEST_TIER)
+        chunk, small, large = next((tier[1:] for tier in GPU_MEMORY_TIERS if gpu_mem_mib < tier[0]), LARGEST_TIER)
     return chunk, (small if tp < 4 else large)
 
 

@@ -29,7 +29,7 @@ PHASES = (
 )
 #: sglang_ready's own last phase: /v1/models lists the model and the warm-up passed (seen by its poll)
 READY = 'ready'
-PHASE_NAMES = tuple(name for name, dummy, dummy in PHASES) + (READY,)
+PHASE_NAMES = tuple(phase[0] for phase in PHASES) + (READY,)
 PHASE_WORDS = dict((name, words) for name, dummy, words in PHASES)
 PHASE_WORDS[READY] = 'the readiness check'
 

@@ -411,7 +411,7 @@ def print_summary(result: RunResult, command: str, out: TextIO, excerpts: bool =
                       f"{'' if worker.get('is_healthy') else ', not healthy'}\n")
         for finding in host.findings or []:
             out.write(f"    {format_finding(finding)}\n")
-        if (host.model or {}).get("staged"):
+        if host.model and host.model.get("staged"):
             out.write(f"    {format_model(host.model)}\n")
         if host.precompile:
             out.write(f"    {format_precompile(host.precompile)}\n")

@@ -184,7 +184,7 @@ class LiveView:
         if is_progress_action(action):
             if name == "runner_on_start":
                 self._answered.discard(host)
-            elif name in ("runner_on_ok", "runner_on_failed"):
+            elif name in ("runner_on_ok", "runner_on_failed") and host is not None:
                 self._answered.add(host)
         if self.raw:
             text = event.get("stdout")

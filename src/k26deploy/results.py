@@ -578,7 +578,7 @@ def _take_counts(result: HostResult, track: _HostTrack, stats: HostStats | None)
         result.unreachable = track.unreachable is not None
 
 
-def _failure_msg(res: dict) -> str:
+def _failure_msg(res: dict) -> str | None:
     """A looped task's own msg only says that an item failed: the first failed item's says why."""
     items = [item for item in res.get("results") or [] if isinstance(item, dict) and item.get("failed")]
     return _text(items[0].get("msg") if items else res.get("msg"))

@@ -108,7 +108,12 @@ def score(levels: Sequence[Mapping[str, Any]], objective: str, slo_ttft_ms: floa
 def winner(rows: Sequence[Row]) -> Row | None:
     """The row with the highest score (the first of equals: the order the operator gave)."""
     scored = [row for row in rows if row.ok and row.score is not None]
-    return max(scored, key=lambda row: row.score) if scored else None
+    return max(scored, key=_score) if scored else None
+
+
+def _score(row: Row) -> float:
+    """A scored row's score (0.0 for one without)."""
+    return row.score or 0.0
 
 
 def why(rows: Sequence[Row], best: Row | None, objective: str) -> str:
@@ -118,12 +123,12 @@ def why(rows: Sequence[Row], best: Row | None, objective: str) -> str:
         failed = [row.name for row in rows if not row.ok]
         return (f"no candidate produced a figure ({', '.join(failed)} failed to serve or to benchmark); "
                 "the host was left with the configuration the inventory asks for")
-    others = sorted((row for row in rows if row is not best and row.score), key=lambda row: -row.score)
+    others = sorted((row for row in rows if row is not best and row.score), key=lambda row: -_score(row))
     if not others:
-        return f"{best.name} is the only candidate that served: {best.score:.1f} {worth}"
+        return f"{best.name} is the only candidate that served: {_score(best):.1f} {worth}"
     runner_up = others[0]
-    return (f"{best.name} wins with {best.score:.1f} {worth}, {best.score / runner_up.score:.2f}x "
-            f"{runner_up.name} ({runner_up.score:.1f})")
+    return (f"{best.name} wins with {_score(best):.1f} {worth}, {_score(best) / _score(runner_up):.2f}x "
+            f"{runner_up.name} ({_score(runner_up):.1f})")
 
 
 def markdown(report: Mapping[str, Any]) -> str:
