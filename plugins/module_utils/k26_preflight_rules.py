@@ -508,13 +508,24 @@ def check_deepgemm(ctx):
                  evidence)
 
 
+def served_vision_tower(ctx):
+    """The vision tower SGLang sizes memory for ([layers, hidden size], from the model's config.json), None for a
+    model it serves as text: not multimodal, or served language-only or as a decode server (handle_gpu_memory_settings)."""
+    vision = ((ctx.get("model") or {}).get("config") or {}).get("vision")
+    if not vision or as_bool(opt(ctx, "language-only")) or as_bool(opt(ctx, "language-model-only")):
+        return None
+    return None if str(opt(ctx, "disaggregation-mode", "") or "") == "decode" else vision
+
+
 def static_fraction(ctx, gpu_mem_mib):
-    """(mem-fraction-static, where it comes from): the option, or SGLang 0.5.23's own estimate for this GPU and
-    layout (sglang_perf_facts.mem_fraction_static)."""
+    """(mem-fraction-static, where it comes from): the option, or SGLang 0.5.23's own estimate for this GPU,
+    layout and model (sglang_perf_facts.mem_fraction_static: a multimodal model's includes its vision tower's
+    factor), to four decimals."""
     fraction_set = opt(ctx, "mem-fraction-static")
     if fraction_set is not None:
         return as_float(fraction_set, 0.0), "set"
     tp, pp, _nnodes = parallel(ctx)
+    vision = served_vision_tower(ctx)
     prefill = str(opt(ctx, "cuda-graph-backend-prefill", "") or "").lower()
     fraction, _reserved = sglang_perf_facts.mem_fraction_static(
         gpu_mem_mib, tp, pp, chunked_prefill_size=as_int(opt(ctx, "chunked-prefill-size"), None),
@@ -522,8 +533,12 @@ def static_fraction(ctx, gpu_mem_mib):
         decode_graphs=not check_cuda_graph_off(ctx),
         prefill_graph=(False if prefill == "disabled" or as_bool(opt(ctx, "disable-prefill-cuda-graph"))
                        else True if prefill else None),
-        mla=bool(ctx.get("mla", True)))
-    return fraction, "SGLang's own estimate"
+        mla=bool(ctx.get("mla", True)), vision=vision)
+    if vision:
+        return round(fraction, 4), ("SGLang's own estimate, x %.3f for the model's vision tower (%d layers x %d; "
+                                    "SGLang sizes memory for it whether or not images come)"
+                                    % (sglang_perf_facts.vlm_factor(vision), vision[0], vision[1]))
+    return round(fraction, 4), "SGLang's own estimate"
 
 
 def check_model_too_large(ctx):

@@ -57,6 +57,21 @@ SGLANG_FACTS = (
         "1.5 x max(chunked-prefill-size, 2048) + tp x pp / 8 x 1024 + the CUDA graphs' reserve, at least 10 GiB on "
         "GPUs above 60 GiB (mem_fraction_static below)."),
     SglangFact(
+        "vlm-mem-fraction", "srt/arg_groups/memory_hook.py", "handle_gpu_memory_settings",
+        ("model_config.is_multimodal", "not cfg.language_only", "not cfg.language_model_only",
+         "cfg.disaggregation_mode != 'decode'", "adjust_mem_fraction_for_vlm(mem_fraction_static, model_config, "
+         "post_capture_kv_sizing, gpu_mem)"),
+        "A multimodal model (Kimi K2.6's KimiK25ForConditionalGeneration is one) gets its estimate multiplied by "
+        "the vision tower's factor, unless served language-only or as a decode server (vlm_factor below)."),
+    SglangFact(
+        "vlm-factor", "srt/arg_groups/memory_hook.py", "adjust_mem_fraction_for_vlm",
+        ("base_mem_fraction_reduction_ratio = 0.95", "baseline_vit_layers = 24", "baseline_vit_hidden_size = 1024",
+         "current_complexity_score = vit_num_layers * vit_hidden_size ** 2", "sensitivity_scale = 0.1",
+         "max(0.8, min(1.05, dynamic_adjustment_factor))",
+         "mem_fraction_static * final_overall_factor"),
+        "The vision tower's factor: 0.95 x (1 - 0.1 x (layers x hidden^2 / (24 x 1024^2) - 1)), the second term "
+        "kept within 0.8-1.05, applied to the rounded estimate (about 0.910 for Kimi K2.6's 27 x 1152 tower)."),
+    SglangFact(
         "graph-reserve", "srt/arg_groups/memory_hook.py", "reserve_for_graph_mb",
         ("decode_cuda_graph_config.max_bs * 2", "1.5 * 1024"),
         "The CUDA graphs' reserve: 2 MiB per decode graph batch size up to max_bs, and 1.5 GiB for an MLA model's "
@@ -101,12 +116,15 @@ def memory_tier(gpu_mem_mib, tp):
 
 
 def mem_fraction_static(gpu_mem_mib, tp, pp, chunked_prefill_size=None, decode_max_bs=None, decode_graphs=True,
-                        prefill_graph=None, mla=True):
-    """SGLang 0.5.23's own mem-fraction-static (handle_gpu_memory_settings, reserve_for_graph_mb) for one GPU of
-    GPU_MEM_MIB MiB, as (fraction, reserved MiB). Not modelled: DP attention, DeepEP, disaggregation, VLMs.
-    ``prefill_graph`` None: SGLang's default, on with pp-size 1 and off with pp > 1."""
+                        prefill_graph=None, mla=True, vision=None):
+    """SGLang 0.5.23's own mem-fraction-static (handle_gpu_memory_settings, reserve_for_graph_mb,
+    adjust_mem_fraction_for_vlm) for one GPU of GPU_MEM_MIB MiB, as (fraction, reserved MiB). Not modelled: DP
+    attention, DeepEP, disaggregation. ``prefill_graph`` None: SGLang's default, on with pp-size 1 and off with
+    pp > 1. ``vision``: the vision tower's (layers, hidden size) of a model SGLang serves as multimodal
+    (vision_tower), None for one it serves as text."""
+    factor = vlm_factor(vision) if vision else 1.0
     if not gpu_mem_mib:
-        return 0.95, None
+        return 0.95 * factor, None
     chunk, max_bs = memory_tier(gpu_mem_mib, tp)
     chunk = chunked_prefill_size or chunk
     max_bs = decode_max_bs or max_bs
@@ -119,7 +137,34 @@ def mem_fraction_static(gpu_mem_mib, tp, pp, chunked_prefill_size=None, decode_m
         reserved += 1.5 * 1024 if mla else 0  # non-MLA: 8 MiB per prefill graph size, not modelled
     if gpu_mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3), reserved
+    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3) * factor, reserved
+
+
+# The architectures among SGLang 0.5.23's multimodal ones (configs/model_config.py multimodal_model_archs) that this
+# collection serves, and the vision tower SGLang gives Kimi K2.6 when its config.json names none
+# (configs/kimi_k25.py KimiK25VisionConfig's defaults; the real config.json says the same as vt_*).
+MULTIMODAL_ARCHITECTURES = ("KimiK25ForConditionalGeneration",)
+KIMI_VISION_TOWER = (27, 1152)
+
+
+def vision_tower(config):
+    """[layers, hidden size] of the vision tower SGLang sizes memory for, from a model's config.json; None for a
+    model SGLang serves as text (its architecture is none of MULTIMODAL_ARCHITECTURES)."""
+    config = config or {}
+    if not set(config.get("architectures") or ()) & set(MULTIMODAL_ARCHITECTURES):
+        return None
+    vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else {}
+    layers = vision.get("num_hidden_layers", vision.get("vt_num_hidden_layers", KIMI_VISION_TOWER[0]))
+    hidden = vision.get("hidden_size", vision.get("vt_hidden_size", KIMI_VISION_TOWER[1]))
+    return [int(layers), int(hidden)]
+
+
+def vlm_factor(vision):
+    """What SGLang multiplies a multimodal model's mem-fraction-static by, for a vision tower of (layers, hidden
+    size) (adjust_mem_fraction_for_vlm)."""
+    layers, hidden = vision
+    complexity = layers * hidden ** 2 / float(24 * 1024 ** 2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (complexity - 1.0)))
 
 
 def mla_kv_bytes_per_token(config, dtype_bytes=2):

@@ -289,7 +289,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
 )
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_deepgemm import deciding_config
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_perf_facts import kv_config
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_perf_facts import kv_config, vision_tower
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import option_key, secret_values
 
 
@@ -354,13 +354,16 @@ def model_facts(path):
 
 def read_model_config(path):
     """What the rules read of a model's config.json (sglang_deepgemm.deciding_config, and the KV cache's fields
-    under ``kv``: sglang_perf_facts.kv_config), None when unreadable."""
+    under ``kv``: sglang_perf_facts.kv_config; the vision tower SGLang sizes memory for under ``vision``:
+    sglang_perf_facts.vision_tower), None when unreadable."""
     try:
         with open(path, encoding="utf-8") as handle:
             config = json.load(handle)
     except (OSError, ValueError):
         return None
-    return dict(deciding_config(config), kv=kv_config(config)) if isinstance(config, dict) else None
+    if not isinstance(config, dict):
+        return None
+    return dict(deciding_config(config), kv=kv_config(config), vision=vision_tower(config))
 
 
 def cache_facts(path, min_free_gb):
