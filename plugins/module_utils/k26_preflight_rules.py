@@ -349,8 +349,10 @@ def check_pp_async_depth(ctx):
                  "request there is one micro-batch and the depth changes nothing (the seed deployment's 24.7 -> "
                  "35.6 tok/s at concurrency 1 came from turning CUDA graphs back on)."
                  % (pp, depth, slots, pp),
-                 NOTHING_TO_DO + "; measure another depth with k26deploy bench if throughput at high concurrency "
-                 "matters", {"pp-size": pp, "pp-async-batch-depth": depth, "micro-batch slots": slots})
+                 NOTHING_TO_DO + "; no published measurement separates one depth from another (the seed's depth %d "
+                 "came with CUDA graphs): k26deploy tune -i INVENTORY --candidates FILE.json, with one candidate per "
+                 "depth (extra var sglang_service_pp_async_batch_depth), settles it where throughput at high "
+                 "concurrency matters" % pp, {"pp-size": pp, "pp-async-batch-depth": depth, "micro-batch slots": slots})
 
 
 def check_nnodes_divisor(ctx):
@@ -818,7 +820,10 @@ def check_layout_topology(ctx):
         return None  # K26-NNODES-DIVISOR says what is wrong
     topology = (ctx.get("gpu") or {}).get("topology")
     verdict = sglang_layout.mismatch(topology, tp * pp // nnodes, tp, pp, nnodes)
-    return found(*verdict) if verdict else None
+    if not verdict:
+        return None
+    message, fix, evidence, severity = verdict
+    return found(message, fix, evidence, INFO if severity == INFO else None)
 
 
 def check_tuned(ctx):

@@ -9,9 +9,10 @@ a TP group all-reduces twice per layer. Decode at small batches is bound by read
 layer's weights over the GPUs, which read their shares at the same time; pipeline stages read theirs one after another
 for each token. The published measurements (sglang_perf_facts.MEASUREMENTS) on 8 RTX PRO 6000 that share PCIe only
 put TP8 at 2-2.5x the seed's PP8 at concurrency 1 and about 3x at 16, all-reduces over PCIe included; over NVLink
-SGLang's cookbook serves Kimi K2.x with TP8. Hence: TP across a node's GPUs whether NVLink or PCIe joins them, TP within
-NVLink blocks and PP across them when only some GPUs share NVLink (no measurement of that class was found), PP across
-nodes.
+SGLang's cookbook serves Kimi K2.x with TP8. Hence: TP across a node's GPUs whether NVLink or PCIe joins them, PP across
+nodes. Where only some GPUs share NVLink (bridged pairs, blocks) no measurement was found: auto follows the measured
+classes on either side (TP across the node) and says which measurement would settle it (``k26deploy tune``); a layout
+set there by hand is never warned against.
 
 ``topology`` is the facts' shape (nvidia_smi.parse_topology_matrix): {"links": [[entry, ...], ...], "numa": [...],
 "error": text or None}; an entry is "X", "NV<n>" or a PCIe path (PIX, PXB, PHB, NODE, SYS).
@@ -20,7 +21,6 @@ nodes.
 from __future__ import annotations
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_facts as facts
-from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import PCIE_LINKS
 
 AUTO = "auto"
 SOURCE_INVENTORY = "inventory"
@@ -32,7 +32,6 @@ PARTIAL = "nvlink_blocks"  # NVLink within blocks (bridged pairs ...), PCIe betw
 PCIE = "pcie"              # no NVLink at all
 SINGLE = "single"          # one GPU
 UNKNOWN = "unknown"        # no topology (no GPU, no nvidia-smi, a simulator)
-CROSS_SOCKET = PCIE_LINKS[-1]  # SYS: across the SMP interconnect between NUMA nodes
 # Kimi K2.x has 64 attention heads, and SGLang needs tp-size to divide them.
 ATTENTION_HEADS = 64
 
@@ -96,18 +95,6 @@ def interconnect(links):
     return PCIE
 
 
-def slowest_pair(links, start, size):
-    """(a, b, entry) of the worst link inside a block of GPUs: a PCIe path, SYS (across sockets) worst of all."""
-    ranked = [(a, b, links[a][b]) for a, b in pairs(start, size) if not is_nvlink(links[a][b])]
-    ranked.sort(key=lambda item: (-pcie_distance(item[2]), item[0], item[1]))
-    return ranked[0] if ranked else None
-
-
-def pcie_distance(entry):
-    """How far a PCIe path goes (nvidia-smi's legend, PIX nearest, SYS farthest; an unknown one counts as SYS)."""
-    return PCIE_LINKS.index(entry) if entry in PCIE_LINKS else len(PCIE_LINKS)
-
-
 def as_size(value):
     """An explicit size (int >= 1), or None for auto/unset."""
     if value is None or str(value).strip().lower() in ("", AUTO):
@@ -143,16 +130,26 @@ def choose(topology, gpus, nnodes=1, tp=AUTO, pp=AUTO):
                       "the %d GPUs share PCIe only (no NVLink): tensor parallel across %d of them: decode reads the "
                       "weights on all GPUs at once, where pipeline stages read them one after another; %s%s"
                       % (gpus, block, evidence_summary(), across_nodes), pcie_evidence())
-    block = nvlink_block(links)
+    if kind == PARTIAL:
+        block, share = nvlink_block(links), tensor_parallel_share(gpus)
+        return layout(share, gpus // share * nnodes, SOURCE_TOPOLOGY, kind,
+                      "NVLink joins GPUs in blocks of %d, PCIe between the blocks: no published measurement of this "
+                      "class was found, so tensor parallel across %d of them, as measured on both sides of it (all "
+                      "NVLink: SGLang's cookbook --tp 8; PCIe only: %s); %s measures it against tensor parallel "
+                      "within the blocks%s" % (block, share, evidence_summary(), tune_command(gpus, block), across_nodes),
+                      pcie_evidence() + [facts.NVLINK_LAYOUT_SOURCE])
     reason = {
         SINGLE: "one GPU",
         NVLINK: "all %d GPUs joined by NVLink (%s): tensor parallel across them" % (gpus, links[0][1] if gpus > 1
                                                                                     else ""),
-        PARTIAL: "NVLink joins GPUs in blocks of %d, PCIe between the blocks: tensor parallel within a block, "
-                 "pipeline parallel across the %d blocks" % (block, gpus // block),
     }[kind]
-    return layout(block, gpus // block * nnodes, SOURCE_TOPOLOGY, kind, reason + across_nodes,
+    return layout(gpus, nnodes, SOURCE_TOPOLOGY, kind, reason + across_nodes,
                   [facts.NVLINK_LAYOUT_SOURCE] if kind == NVLINK else [])
+
+
+def tune_command(gpus, block):
+    """The k26deploy tune command that measures auto's choice for NVLink blocks against the block-wise layout."""
+    return "k26deploy tune -i INVENTORY --layouts tp%dpp1,tp%dpp%d" % (gpus, block, gpus // block)
 
 
 def layout(tp_size, pp_size, source, kind, reason, evidence=()):
@@ -161,7 +158,8 @@ def layout(tp_size, pp_size, source, kind, reason, evidence=()):
 
 
 def mismatch(topology, gpus, tp, pp, nnodes=1):
-    """Why an explicit tp/pp fights this node's interconnect, as (message, fix, evidence), or None."""
+    """Why an explicit tp/pp fights this node's interconnect, as (message, fix, evidence, severity: None for the
+    rule's own), or None. On NVLink blocks, where nothing was measured, a layout other than auto's is information."""
     gpus, tp, pp, nnodes = int(gpus), int(tp), int(pp), max(1, int(nnodes or 1))
     links = known_links(topology, gpus)
     if links is None or gpus < 2 or tp < 1 or pp < 1:
@@ -172,26 +170,22 @@ def mismatch(topology, gpus, tp, pp, nnodes=1):
     suggested = choose(topology, gpus, nnodes)
     fix = ("tp-size %d and pp-size %d for this interconnect (leave both unset: auto)"
            % (suggested["tp_size"], suggested["pp_size"]))
-    if kind == PARTIAL and 1 < tp <= gpus:
-        worst = next((found for found in (slowest_pair(links, start, tp) for start in range(0, gpus - tp + 1, tp))
-                      if found), None)
-        if worst:
-            a, b, entry = worst
-            where = ("across the two NUMA nodes (SYS: PCIe and the inter-socket link)" if entry == CROSS_SOCKET
-                     else "over PCIe (%s)" % entry)
-            return ("tp-size %d all-reduces twice per layer between GPUs %d and %d %s, although NVLink joins these "
-                    "GPUs in blocks of %d: auto keeps tensor parallel within the NVLink blocks (no published "
-                    "measurement of this class says which is faster; measure both with k26deploy bench)."
-                    % (tp, a, b, where, nvlink_block(links)), fix,
-                    dict(evidence, **{"link GPU%d-GPU%d" % (a, b): entry}))
+    if kind == PARTIAL:
+        if (tp, pp) == (suggested["tp_size"], suggested["pp_size"]):
+            return None
+        block = nvlink_block(links)
+        return ("tp-size %d and pp-size %d on GPUs that NVLink joins in blocks of %d (PCIe between them): no published "
+                "measurement of this class says whether this or auto's tp-size %d is faster; %s measures both."
+                % (tp, pp, block, suggested["tp_size"], tune_command(gpus, block)),
+                "nothing to do unless the measurement says so", evidence, "info")
     if stages_on_node > 1 and kind == PCIE and suggested["pp_size"] < pp:
         return ("pp-size %d puts %d pipeline stages on GPUs that share PCIe: a token passes the stages one after "
                 "another, each GPU reading its share of the weights in turn, where tensor parallel reads them all at "
                 "once; %s." % (pp, stages_on_node, evidence_summary()), fix,
-                dict(evidence, measurements=pcie_evidence()))
+                dict(evidence, measurements=pcie_evidence()), None)
     if stages_on_node > 1 and kind == NVLINK:
         return ("pp-size %d puts %d pipeline stages on GPUs that NVLink joins all to all (%s): a token passes the "
                 "stages one after another, where tensor parallel over NVLink has every GPU work on every token; "
                 "SGLang's Kimi K2 cookbook serves 8x H200 with --tp 8." % (pp, stages_on_node, links[0][1]),
-                "tp-size %d and pp-size %d (leave both unset: auto)" % (gpus, nnodes), evidence)
+                "tp-size %d and pp-size %d (leave both unset: auto)" % (gpus, nnodes), evidence, None)
     return None
