@@ -6,7 +6,7 @@ import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_outcome as outcome
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_result
-from k26deploy.results import SUMMARY_FIELDS, HostResult
+from k26deploy.results import SUMMARY_FIELDS, HostResult, _take_summary
 
 SERVICE = {"endpoint": "http://127.0.0.1:30000", "model_id": "kimi-k2.6", "unit": "sglang.service", "node_rank": 0,
            "instance": "", "layout": None, "simulator": True, "model": None}
@@ -311,3 +311,22 @@ def test_leaving_and_rejoining_the_routers_is_recorded():
     assert record["left_routers"] is True
     assert outcome.transition(record, "left_routers", False)["left_routers"] is False
     assert outcome.result(record, SERVICE)["ready"] is False
+
+
+def a_value_of(name, kind):
+    """A distinct value of the field's type, so that a field read into another (or not read) shows."""
+    sample = {bool: True, str: "the %s" % name, int: len(name), list: [{"field": name}],
+              dict: {"field": name}}
+    return sample[kind] if kind in sample else float(len(name)) + 0.5  # numbers: int or float
+
+
+def test_every_value_of_the_published_record_reaches_the_host_result():
+    """Issue 52: a field k26deploy names but does not carry over (a summary reader that skips startup, precompile or
+    model) is a result the operator never sees: the record's every value must arrive, unchanged."""
+    record = sglang_result.check({name: a_value_of(name, kind[0]) for name, kind in sglang_result.FIELDS.items()})
+    record["journal_excerpt"] = ["Traceback (most recent call last):", "RuntimeError: CUDA out of memory"]
+    host = HostResult(host="gpu-a")
+    _take_summary(host, record)
+    # the excerpt's lines arrive as one text, as the CLI prints it
+    expected = dict(record, journal_excerpt="\n".join(record["journal_excerpt"]))
+    assert {name: getattr(host, name) for name in sglang_result.FIELDS} == expected

@@ -26,11 +26,15 @@ JOURNAL = [
 ]
 
 
+START_US = '5000000'  # the unit's start (monotonic microseconds): the journal's lines since then are this start's
+
+
 def unit(active='active', sub='running', result='success', code=0, status=0, nrestarts=0):
     return {'Id': 'sglang.service', 'LoadState': 'loaded', 'ActiveState': active, 'SubState': sub,
             'Result': result, 'Restart': 'no', 'NRestarts': str(nrestarts), 'InvocationID': INV1,
-            'MainPID': '42', 'ExecMainCode': str(code), 'ExecMainStatus': str(status),
-            'ActiveEnterTimestamp': 'Sun 2026-11-29 10:00:00 UTC'}
+            'MainPID': '0' if active in ('failed', 'inactive') else '42', 'ExecMainCode': str(code),
+            'ExecMainStatus': str(status),
+            'ActiveEnterTimestamp': 'Sun 2026-11-29 10:00:00 UTC', 'ExecMainStartTimestampMonotonic': START_US}
 
 
 REFUSED = http_result('/v1/models', 'refused')
@@ -56,11 +60,15 @@ class FakeProbe(object):
         return {'elapsed': t, 'unit': props, 'models': models, 'warmup': warmup}
 
     def journal_lines(self, invocation_ids, entries, streams=False, since_us=None):
-        FakeProbe.calls.append(('journal', list(invocation_ids), entries))
+        FakeProbe.calls.append(('journal', list(invocation_ids), entries, streams, since_us))
         return list(FakeProbe.journal)
 
     def sync_journal(self, ended=False, since_us=None):
-        FakeProbe.calls.append(('sync',))
+        FakeProbe.calls.append(('sync', ended, since_us))
+
+    def start_journal(self, invocation, entries):
+        FakeProbe.calls.append(('start_journal', invocation, entries))
+        return []
 
     def kernel_events_since(self, start_us):
         return list(FakeProbe.kernel)
@@ -149,7 +157,7 @@ def test_every_reason_through_main(reason, fake_probe, capsys):
         assert result['timeline'] == {'loading': 0.0, 'http_up': 90.0, 'warm': 95.0, 'ready': 95.0}
         assert result['warmup_probe'] == 'ready'
     else:
-        assert ('sync',) in FakeProbe.calls
+        assert [call for call in FakeProbe.calls if call[0] == 'sync']
         assert isinstance(result['unit_state'], dict)
         assert result['last_log_line'] == "sglang.service: Failed with result 'exit-code'."
 
@@ -167,6 +175,10 @@ def test_failure_result_carries_excerpt_and_actionable_msg(fake_probe, capsys):
     journal_calls = [c for c in FakeProbe.calls if c[0] == 'journal']
     assert journal_calls[-1][1] == [INV1]
     assert journal_calls[-1][2] >= 3
+    # the process ended: the journal is synced for its last lines, and read with the lines its output streams left
+    # without the invocation since this start (the --since fallback)
+    assert ('sync', True, START_US) in FakeProbe.calls
+    assert journal_calls[-1][3:] == (True, START_US)
 
 
 def test_a_crash_s_excerpt_ends_with_the_gpus_kernel_events_and_their_meaning(fake_probe, capsys):
