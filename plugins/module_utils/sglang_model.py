@@ -94,18 +94,20 @@ def shard_problem(size, head):
 
 
 def normalize_expected(expected):
-    """``expected`` as given (name -> {size, sha256}, either optional) -> name -> {'size': int|None, 'sha256':
-    lowercase str|None}. ValueError naming the entry that is not of that shape."""
+    """``expected`` as given (name -> {size, sha256, git_sha1}, each optional) -> name -> {'size': int|None,
+    'sha256': lowercase str|None, 'git_sha1': lowercase str|None}. ``git_sha1``: the file's git blob id, which the
+    hub lists for a file outside LFS. ValueError naming the entry that is not of that shape."""
     result = {}
     for name, entry in (expected or {}).items():
-        if not isinstance(entry, dict) or not set(entry) <= {'size', 'sha256'}:
-            raise ValueError('expected[%r] must be a dict with size and/or sha256, got %r' % (name, entry))
+        if not isinstance(entry, dict) or not set(entry) <= {'size', 'sha256', 'git_sha1'}:
+            raise ValueError('expected[%r] must be a dict with size, sha256 and/or git_sha1, got %r' % (name, entry))
         try:
             size = None if entry.get('size') is None else int(entry['size'])
         except (TypeError, ValueError):
             raise ValueError('expected[%r].size is not an integer: %r' % (name, entry['size'])) from None
-        sha256 = entry.get('sha256')
-        result[str(name)] = {'size': size, 'sha256': str(sha256).lower() if sha256 else None}
+        sha256, git_sha1 = entry.get('sha256'), entry.get('git_sha1')
+        result[str(name)] = {'size': size, 'sha256': str(sha256).lower() if sha256 else None,
+                             'git_sha1': str(git_sha1).lower() if git_sha1 else None}
     return result
 
 
@@ -130,15 +132,17 @@ def plan_hashing(files, manifest, verify):
                       or not manifest[name].get('sha256') or manifest[name].get('found_sha256'))))
 
 
-def judge(files, index_text, manifest, expected, hashes, updated=False):
+def judge(files, index_text, manifest, expected, hashes, updated=False, git_hashes=None):
     """Whether the model in ``files`` is intact and complete, and its new manifest.
 
     ``index_text``: the index's content or None; ``manifest``: the previous manifest's files; ``expected``:
-    normalize_expected's result; ``hashes``: name -> sha256 computed this run. A file's sha256 is this run's, else
-    the manifest's when size and mtime are unchanged. ``expected`` is the authority where it gives a value; without
-    its sha256 (a size alone, as the hub gives for files outside LFS), a file whose content (or size) is not the one
-    the manifest recorded is mismatched, whether or not its mtime moved, unless ``updated`` (the operator says the
-    model was replaced on purpose: the new content is recorded).
+    normalize_expected's result; ``hashes``: name -> sha256 computed this run; ``git_hashes``: name -> git blob id
+    computed this run, of the files whose expected entry has a git_sha1. A file's sha256 is this run's, else the
+    manifest's when size and mtime are unchanged. ``expected`` is the authority where it gives a value (a sha256, or
+    the git blob id the hub lists for a file outside LFS: config.json, the tokenizer, the Python that
+    trust-remote-code runs), ``updated`` or not; without either (a size alone), a file whose content (or size) is
+    not the one the manifest recorded is mismatched, whether or not its mtime moved, unless ``updated`` (the operator
+    says the model was replaced on purpose: the new content is recorded).
 
     Returns {ready, shards, missing, mismatched: [{name, reason}], problem (why not ready besides files, or None),
     entries (the new manifest's files)}."""
@@ -163,6 +167,10 @@ def judge(files, index_text, manifest, expected, hashes, updated=False):
         elif want.get('sha256'):
             if known and known != want['sha256']:
                 reason = 'sha256 differs from expected'
+        elif want.get('git_sha1'):
+            found = (git_hashes or {}).get(name)
+            if found != want['git_sha1']:
+                reason = 'content differs from the hub\'s (git blob %s, expected %s)' % (found, want['git_sha1'])
         elif unchanged and old.get('sha256') and known and known != old['sha256'] and not updated:
             reason = 'changed since the manifest: sha256 differs'
             entry.update(sha256=old['sha256'], found_sha256=known)
@@ -317,6 +325,15 @@ def read_head(path):
         if len(first) < 8:
             return first
         return first + handle.read(min(int.from_bytes(first, 'little'), MAX_HEADER_BYTES))
+
+
+def git_blob_sha1(path, chunk=BUFFER_SIZE):
+    """A file's git blob id (git hash-object): sha1 of 'blob SIZE\\0' and its content, as the hub lists a file
+    outside LFS."""
+    digest = hashlib.sha1(b'blob %d\x00' % os.path.getsize(path))
+    for data in _read_chunks(path, chunk):
+        digest.update(data)
+    return digest.hexdigest()
 
 
 def sha256_of(path, chunk=BUFFER_SIZE):

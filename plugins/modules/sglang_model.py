@@ -45,10 +45,12 @@ options:
     required: true
   expected:
     description:
-      - File name (relative to O(path)) to a dict with C(size) (bytes) and/or C(sha256), for instance from the
-        Hugging Face repository's metadata.
+      - File name (relative to O(path)) to a dict with C(size) (bytes), C(sha256) and/or C(git_sha1) (the git blob
+        id, which the Hugging Face hub lists for a file outside LFS), for instance from the repository's metadata.
       - A file named here that is missing, of another size or whose SHA-256 differs makes the model not ready.
         Its SHA-256 is compared only when known (not with O(verify=size) before the file was ever hashed).
+      - A file with C(git_sha1) is hashed that way on every run; content that differs makes the model not ready,
+        with O(updated) too.
     type: dict
     default: {}
   verify:
@@ -210,9 +212,9 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.k26.deploy.plugins.module_utils.k26_files import write_atomically
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_model import (
-    INDEX, SHARD_SUFFIX, human_bytes, judge, list_files, manifest_digest, manifest_text, model_files,
-    normalize_expected, parse_manifest, plan_hashing, prewarm_decision, read_head, read_into_page_cache, read_meminfo,
-    sha256_of, shard_problem, summary)
+    INDEX, SHARD_SUFFIX, git_blob_sha1, human_bytes, judge, list_files, manifest_digest, manifest_text,
+    model_files, normalize_expected, parse_manifest, plan_hashing, prewarm_decision, read_head,
+    read_into_page_cache, read_meminfo, sha256_of, shard_problem, summary)
 
 ARGUMENT_SPEC = dict(
     path=dict(type='path', required=True),
@@ -296,8 +298,13 @@ def main():
             hashes = dict(zip(to_hash, pool.map(sha256_of, [os.path.join(path, name) for name in to_hash])))
     except OSError as exc:
         module.fail_json(msg='%s: cannot hash %s: %s' % (path, exc.filename, exc.strerror), **result)
+    try:
+        git_hashes = dict((name, git_blob_sha1(os.path.join(path, name))) for name in sorted(files)
+                          if (expected.get(name) or {}).get('git_sha1'))
+    except OSError as exc:
+        module.fail_json(msg='%s: cannot hash %s: %s' % (path, exc.filename, exc.strerror), **result)
     index_text = read_text(module, os.path.join(path, INDEX)) if INDEX in files else None
-    verdict = judge(files, index_text, manifest, expected, hashes, updated=params['updated'])
+    verdict = judge(files, index_text, manifest, expected, hashes, updated=params['updated'], git_hashes=git_hashes)
 
     text = manifest_text(path, verdict['entries'])
     changed = text != old_text

@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
 
 import pytest
 import yaml
@@ -67,7 +68,7 @@ def test_an_unusable_index_is_an_error(text):
 
 def test_normalize_expected():
     assert normalize_expected({'a': {'size': '12', 'sha256': 'ABC'}, 'b': {'sha256': SHA_A}}) == {
-        'a': {'size': 12, 'sha256': 'abc'}, 'b': {'size': None, 'sha256': SHA_A}}
+        'a': {'size': 12, 'sha256': 'abc', 'git_sha1': None}, 'b': {'size': None, 'sha256': SHA_A, 'git_sha1': None}}
     for bad in ({'a': 12}, {'a': {'bytes': 1}}, {'a': {'size': 'big'}}):
         with pytest.raises(ValueError, match="expected\\['a'\\]"):
             normalize_expected(bad)
@@ -452,3 +453,38 @@ def test_no_model_is_not_ready(tmp_path, manifest, capsys, make, reason):
 def test_bad_arguments_fail(model, manifest, capsys):
     assert 'expected' in run(capsys, model, manifest, expected={'config.json': 25})['msg']
     assert 'prewarm_ram_fraction' in run(capsys, model, manifest, prewarm_ram_fraction=1.5)['msg']
+
+
+def test_git_blob_sha1_is_gits_own(tmp_path):
+    """The id the hub lists for a file outside LFS is git's blob id: the same as git hash-object's."""
+    path = tmp_path / "modeling_kimi.py"
+    path.write_bytes(b"print('trust remote code')\n" * 3)
+    assert logic.git_blob_sha1(str(path)) == subprocess.run(["git", "hash-object", str(path)], check=True,
+                                                            capture_output=True, text=True).stdout.strip()
+
+
+def test_a_file_the_hub_names_by_its_git_blob_id_must_be_that_file():
+    """Issue 50: config.json changed at the same size is refused against the hub's git blob id, even when the operator
+    says the model was updated (the hub, not the manifest, says what the file is)."""
+    expected = normalize_expected({'config.json': {'size': 10, 'git_sha1': 'AA' * 20}})
+    assert expected['config.json'] == {'size': 10, 'sha256': None, 'git_sha1': 'aa' * 20}
+    right = judge(FILES, INDEX_TEXT, {}, expected, {name: SHA_A for name in FILES}, git_hashes={'config.json': 'aa' * 20})
+    assert right['ready'] is True
+    for updated in (False, True):
+        wrong = judge(FILES, INDEX_TEXT, {}, expected, {name: SHA_A for name in FILES}, updated=updated,
+                      git_hashes={'config.json': 'bb' * 20})
+        assert wrong['ready'] is False and wrong['mismatched'] == [
+            {'name': 'config.json', 'reason': "content differs from the hub's (git blob %s, expected %s)"
+                                              % ('bb' * 20, 'aa' * 20)}]
+
+
+def test_the_module_holds_config_json_to_the_hubs_git_blob_id(model, manifest, capsys):
+    """The module hashes a file the hub names by its git blob id (git's own id of the file, here from git itself),
+    and a config.json changed at the same size is not ready, updated or not."""
+    blob = subprocess.run(["git", "hash-object", str(model / 'config.json')], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    assert run(capsys, model, manifest, expected={'config.json': {'git_sha1': blob}})['ready'] is True
+    (model / 'config.json').write_text('{"model_type": "kimi_k3"}')  # same size, other content
+    changed = run(capsys, model, manifest, expected={'config.json': {'git_sha1': blob}}, updated=True)
+    assert changed['ready'] is False and changed['mismatched'][0]['name'] == 'config.json'
+    assert "content differs from the hub's (git blob" in changed['mismatched'][0]['reason']

@@ -43,3 +43,10 @@ def test_the_token_comes_from_its_file_only(tmp_path):
     assert hf_stage.read_token(["--check"]) is None
     token_file.write_text("")
     assert hf_stage.read_token(["--token-file", str(token_file)]) is None
+
+
+def test_a_file_outside_lfs_is_expected_with_the_git_blob_id_the_hub_lists():
+    """Issue 50: the hub says what config.json, the tokenizer and the trust-remote-code Python are (their git blob
+    id), not only their size."""
+    outside = SimpleNamespace(rfilename="modeling_kimi.py", size=12, lfs=None, blob_id="0123456789abcdef" * 2 + "01234567")
+    assert hf_stage.expected_files([outside]) == {"modeling_kimi.py": {"size": 12, "git_sha1": outside.blob_id}}

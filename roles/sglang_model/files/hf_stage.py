@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Download a Hugging Face model repository at a pinned commit into a directory on this host, once the space it
 still needs is known to be free. Prints one JSON object: the repository's files as it describes them (expected:
-name -> size, and sha256 for files kept in LFS), the bytes still to download and the free bytes, and whether it
-downloaded. Exit status 3 when the disk cannot hold what is missing (nothing is downloaded then).
+name -> size, and sha256 for files kept in LFS, the git blob id, git_sha1, for the others), the bytes still to
+download and the free bytes, and whether it downloaded. Exit status 3 when the disk cannot hold what is missing (nothing is downloaded then).
 
 Usage: python hf_stage.py REPO REVISION LOCAL_DIR [--check] [--token-file PATH]
 The hub's address comes from huggingface_hub's own environment (HF_ENDPOINT); a token from the file PATH (never
@@ -20,8 +20,8 @@ NO_SPACE = 3
 
 
 def expected_files(siblings):
-    """name -> {size[, sha256]} of the repository's files, hidden ones (.gitattributes) left out as the model
-    directory's verification leaves them out."""
+    """name -> {size[, sha256 | git_sha1]} of the repository's files (sha256 for LFS, else the git blob id), hidden
+    ones (.gitattributes) left out as the model directory's verification leaves them out."""
     expected = {}
     for sibling in siblings:
         name = sibling.rfilename
@@ -31,6 +31,8 @@ def expected_files(siblings):
         lfs = getattr(sibling, "lfs", None)
         if lfs is not None and getattr(lfs, "sha256", None):
             entry["sha256"] = lfs.sha256
+        elif getattr(sibling, "blob_id", None):
+            entry["git_sha1"] = sibling.blob_id  # outside LFS the hub names the file by its git blob id
         expected[name] = entry
     return expected
 
