@@ -7,11 +7,13 @@
 
 from __future__ import annotations
 
-import re
+import math
 
-# SGLang's gauges of requests being decoded and waiting to be scheduled (--enable-metrics).
+from ansible_collections.k26.deploy.plugins.module_utils.prometheus_text import samples
+
+# SGLang's gauges of requests being decoded and waiting to be scheduled (--enable-metrics), in either spelling
+# (prometheus_client writes sglang_ on OpenMetrics' sample lines).
 BUSY_METRICS = ('sglang:num_running_reqs', 'sglang:num_queue_reqs')
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)')
 
 
 def same_url(first, second):
@@ -53,14 +55,17 @@ def summary(entries):
 
 
 def busy_requests(metrics_text):
-    """Running plus queued requests of a replica, summed over its samples; None when the text has neither gauge."""
+    """Running plus queued requests of a replica, summed over its samples (its schedulers); with priority scheduling,
+    SGLang's breakdown by priority beside each total (priority="N") is not counted again. None when the text has
+    neither gauge, or one of them is no number (NaN, Inf)."""
     total, seen = 0.0, False
-    for line in (metrics_text or '').splitlines():
-        match = _SAMPLE.match(line)
-        if match and match.group('name') in BUSY_METRICS:
-            try:
-                total += float(match.group('value'))
-            except ValueError:
-                continue
-            seen = True
+    for name, labels, value in samples(metrics_text):
+        if name.startswith('sglang_'):
+            name = 'sglang:' + name[len('sglang_'):]
+        if name not in BUSY_METRICS or labels.get('priority'):
+            continue
+        if not math.isfinite(value):
+            return None
+        total += value
+        seen = True
     return int(total) if seen else None

@@ -8,7 +8,8 @@ Run by its own systemd unit (<service>-guard.service, written by the sglang_serv
 capabilities (it restarts and stops the service through systemd, reads the kernel's log through the journal):
 ``replica_guard.py CONFIG``, a JSON file of root's alone (the API key is in it, never in argv); its state, incidents
 and metrics go to its StateDirectory. The decisions are sglang_guard.py's (beside this file,
-the collection's plugins/module_utils/sglang_guard.py), the kernel events nvidia_health.py's.
+the collection's plugins/module_utils/sglang_guard.py), the kernel events nvidia_health.py's, the reading of
+/metrics prometheus_text.py's.
 
 Its metrics (the verdict, the last canary's latency, the incidents by verdict) are served on metrics_host:metrics_port
 (GET /metrics) and kept in metrics.prom beside its state (root's, 0600).
@@ -35,6 +36,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import nvidia_health  # noqa: E402
+import prometheus_text  # noqa: E402
 import sglang_guard  # noqa: E402
 import sglang_options  # noqa: E402
 
@@ -49,6 +51,17 @@ GPU_QUERY = ('index,pci.bus_id,name,temperature.gpu,power.draw,utilization.gpu,m
 # only finished requests); a hung scheduler moves none of them. Either spelling (sglang: or, over OpenMetrics, sglang_).
 PROGRESS_GAUGES = ('num_used_tokens', 'token_usage', 'num_running_reqs', 'num_queue_reqs', 'gen_throughput',
                    'generation_tokens_total')
+
+
+def progress_marker(text):
+    """The scheduler's progress gauges in a /metrics text (prometheus_text reads it): one line for each sample, its
+    gauge's name without the prefix, its labels and its value, sorted; None without them. Timestamps and exemplars
+    are left out: they tell of the scrape, not of the scheduler."""
+    values = []
+    for name, labels, value in prometheus_text.samples(text):
+        if name[:len('sglang:')] in ('sglang:', 'sglang_') and name[len('sglang:'):] in PROGRESS_GAUGES:
+            values.append(json.dumps([name[len('sglang:'):], labels, value], sort_keys=True))
+    return '\n'.join(sorted(values)) or None
 
 
 def log(text):
@@ -130,12 +143,7 @@ class Host(object):
             dummy, text = self._request('/metrics', timeout=3.0)
         except Exception:  # pylint: disable=broad-except
             return None
-        values = []
-        for line in text.decode('utf-8', 'replace').splitlines():
-            name = line.split('{', 1)[0].split(' ', 1)[0]
-            if name[len('sglang:'):] in PROGRESS_GAUGES and name[:len('sglang:')] in ('sglang:', 'sglang_'):
-                values.append(line)
-        return '\n'.join(sorted(values)) or None
+        return progress_marker(text.decode('utf-8', 'replace'))
 
     def kernel_messages(self, cursor):
         """(the kernel's messages after ``cursor``, the new cursor). Without a cursor: none, and the newest cursor
