@@ -572,17 +572,34 @@ def host_ready(args):
     return host_of(k26deploy.status(str(INVENTORY), deploy_vars(args))).ready
 
 
-def prove_router(proof, args):
-    """SGLang's router (smg) deployed on this host in front of the GPU service, from the wheels given, installed into
-    this interpreter's venv (a host that has the venv needs no package manager): it serves a completion, and its unit
-    is as sandboxed as the service's."""
+def router_deployment(args, **over):
+    """(the inventory with this host as its router too, the variables that deploy smg from --router's wheels)."""
     inventory = yaml.safe_load(INVENTORY.read_text())
     inventory["sglang_routers"] = {"hosts": {HOST: None}}
     path = STATE_DIR / "inventory-router.yml"
     path.write_text(yaml.safe_dump(inventory))
-    router_vars = deploy_vars(args, sglang_router_venv_dir=sys.prefix, sglang_router_wheelhouse=args.router,
-                              sglang_router_worker_address="127.0.0.1", sglang_router_host="127.0.0.1",
-                              sglang_router_policy="round_robin", sglang_router_ready_timeout=120)
+    return path, deploy_vars(args, sglang_router_venv_dir=sys.prefix, sglang_router_wheelhouse=args.router,
+                             sglang_router_worker_address="127.0.0.1", sglang_router_host="127.0.0.1",
+                             sglang_router_policy="round_robin", sglang_router_ready_timeout=120, **over)
+
+
+def router_workers():
+    """The router's workers, URL -> healthy, asked with its control-plane key (None when it does not answer)."""
+    try:
+        key = Path("/etc/sglang-router/admin_key").read_text().strip()
+        request = urllib.request.Request("http://127.0.0.1:%d/workers" % ROUTER_PORT,
+                                         headers={"Authorization": "Bearer " + key})
+        with urllib.request.urlopen(request, timeout=2) as reply:
+            return {w["url"]: w.get("is_healthy") for w in json.loads(reply.read()).get("workers") or []}
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def prove_router(proof, args):
+    """SGLang's router (smg) deployed on this host in front of the GPU service, from the wheels given, installed into
+    this interpreter's venv (a host that has the venv needs no package manager): it serves a completion, and its unit
+    is as sandboxed as the service's."""
+    path, router_vars = router_deployment(args)
     started = time.monotonic()
     result = k26deploy.deploy(str(path), router_vars)
     host = host_of(result)
@@ -600,6 +617,27 @@ def prove_router(proof, args):
     score, out = exposure_of(ROUTER_UNIT)
     proof.check(f"the router unit's exposure is {EXPOSURE_AIM} or lower", score is not None and score <= EXPOSURE_AIM,
                 f"systemd-analyze security {ROUTER_UNIT}: {score if score is not None else out[-300:]}")
+
+
+def prove_fault_leaves_router(proof, args):
+    """Issue 49's bound: from a fatal Xid line on the service's GPU, the replica is out of the router's routing within
+    10 s (the guard hears the line at once and stops it; smg's own health checks of /health_generate find it gone)."""
+    # the Xid that prove_guard wrote stays in the kernel log: preflight would (rightly) leave the replica out for it
+    path, router_vars = router_deployment(args, sglang_service_guard_act_on_gpu_fault=True,
+                                          k26_preflight_severity_overrides={"K26-GPU-HEALTH": "warning"})
+    acting = k26deploy.deploy(str(path), router_vars)
+    healthy = wait(lambda: router_workers() and all(router_workers().values()), 60)
+    bus = nvidia_smi("pci.bus_id")[0][0].split(":", 1)[1].rsplit(".", 1)[0].lower()
+    started = time.monotonic()
+    Path("/dev/kmsg").write_text(f"NVRM: Xid (PCI:0000:{bus}): 79, k26deploy GPU proof: GPU has fallen off the bus "
+                                 f"(synthetic, router, {time.time():.0f})\n")
+    stopped = wait(lambda: unit_prop("ActiveState") in ("inactive", "failed"), 30)
+    out = wait(lambda: not any((router_workers() or {"?": True}).values()), 60)
+    out = None if out is None else time.monotonic() - started
+    proof.check("a fatal Xid takes the replica out of the router's routing within 10 s",
+                acting.exit_code == 0 and healthy is not None and out is not None and out <= 10,
+                f"service stopped {stopped if stopped is None else round(stopped, 1)} s after the line, out of the "
+                f"router {out if out is None else round(out, 1)} s after it; workers {router_workers()}")
 
 
 def main():
@@ -636,8 +674,10 @@ def main():
     if args.router and host_ready(args):
         prove_router(proof, args)
     if not args.extras_only and host_ready(args):
-        # last: its fatal Xid stays in the kernel log, and preflight leaves the replica out for it from then on
+        # late: its fatal Xid stays in the kernel log, and preflight leaves the replica out for it from then on
         prove_guard(proof, args)
+    if args.router and host_ready(args) and router_workers():
+        prove_fault_leaves_router(proof, args)
     print(proof.summary(), flush=True)
     return 0 if proof.ok else 1
 

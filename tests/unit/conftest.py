@@ -1,8 +1,10 @@
 """The unit tests' fixtures that start the SGLang simulator as a process (the tests of its modules); importing
 simulator_process here makes the simulator's package importable by every test module."""
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -51,3 +53,15 @@ def start_sim(tmp_path, model_dir):
         proc.wait(5)
         if proc.stdout:
             proc.stdout.close()
+
+
+@pytest.fixture
+def guard_dir(tmp_path):
+    """The replica guard installed as roles/sglang_service/tasks/steps/guard.yml installs it: its files in one folder."""
+    role = Path(__file__).resolve().parents[2] / "roles" / "sglang_service"
+    listed = yaml.safe_load((role / "vars" / "main.yml").read_text())["__sglang_service_guard_files"]
+    folder = tmp_path / "guard"
+    folder.mkdir()
+    for item in listed:
+        shutil.copy(item.replace("{{ role_path }}", str(role)), folder)
+    return folder

@@ -6,13 +6,11 @@ The texts of tests/fixtures/prometheus were written by SGLang 0.5.23's collector
 README.md and record_metrics.py say how); each must read back to exactly what was written."""
 import json
 import math
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ansible_collections.k26.deploy.plugins.module_utils import prometheus_text as prom
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_router_workers import busy_requests
@@ -209,15 +207,6 @@ def test_busy_requests_reads_past_an_unreadable_line():
     assert busy_requests("garbage line\n" + BUSY + "sglang:num_running_reqs 2\nsglang:num_running_reqs 7") == 3
 
 
-def guard_files(tmp_path):
-    """The guard installed as roles/sglang_service/tasks/steps/guard.yml installs it: its files in one folder."""
-    role = ROOT / "roles" / "sglang_service"
-    listed = yaml.safe_load((role / "vars" / "main.yml").read_text())["__sglang_service_guard_files"]
-    for item in listed:
-        shutil.copy(item.replace("{{ role_path }}", str(role)), tmp_path)
-    return tmp_path
-
-
 MARKER = """
 import json, sys
 import replica_guard
@@ -231,15 +220,14 @@ json.dump(markers, sys.stdout)
 """
 
 
-def progress_markers(tmp_path, texts):
-    folder = guard_files(tmp_path)
+def progress_markers(folder, texts):
     proc = subprocess.run([sys.executable, "-c", MARKER], cwd=folder, input=json.dumps(texts),
                           capture_output=True, text=True, check=False, env={"PYTHONPATH": str(folder)})
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-def test_the_guards_progress_marker(tmp_path):
+def test_the_guards_progress_marker(guard_dir):
     plain = "sglang:num_used_tokens{tp_rank=\"0\"} 4096\nsglang:num_running_reqs{tp_rank=\"0\"} 3\nother 1\n"
     texts = [
         plain,
@@ -251,7 +239,7 @@ def test_the_guards_progress_marker(tmp_path):
         fixture("sglang-0.5.23.prom"),
         fixture("sglang-0.5.23.openmetrics.txt"),
     ]
-    markers = progress_markers(tmp_path, texts)
+    markers = progress_markers(guard_dir, texts)
     assert markers[0] and markers[1] == markers[0]     # old: a new timestamp read as progress
     assert markers[2] == markers[0]                    # old: a tab after the name hid the gauge
     assert markers[3] != markers[0]

@@ -15,8 +15,9 @@ Its metrics (the verdict, the last canary's latency, the incidents by verdict) a
 (GET /metrics) and kept in metrics.prom beside its state (root's, 0600).
 
 Every tick (the policy's interval): systemctl show; a one-token completion through the API key with a deadline
-(the canary); the scheduler's progress marker (its gauges in /metrics); the kernel's new NVIDIA events on this replica's GPUs
-(journalctl -k, from the cursor kept in the state). An action leaves an incident record (incidents/*.json): the
+(the canary); the scheduler's progress marker (its gauges in /metrics); the kernel's new NVIDIA events on this
+replica's GPUs (journalctl -k -f, from the cursor kept in the state: such an event starts the next tick at once, and
+one that asks for a restart or a reset decides without a canary). An action leaves an incident record (incidents/*.json): the
 verdict, why, the evidence (that invocation's journal, the kernel lines, the GPUs' readings), what was done and
 how long it took; a restart's record gets the seconds until the server answered again.
 """
@@ -24,6 +25,7 @@ how long it took; a restart's record gets the seconds until the server answered 
 import http.server
 import json
 import os
+import select
 import socket
 import ssl
 import subprocess
@@ -145,26 +147,6 @@ class Host(object):
             return None
         return progress_marker(text.decode('utf-8', 'replace'))
 
-    def kernel_messages(self, cursor):
-        """(the kernel's messages after ``cursor``, the new cursor). Without a cursor: none, and the newest cursor
-        (what the kernel said before the guard started is the deploy's preflight's to judge)."""
-        argv = ['journalctl', '-k', '-q', '--no-pager', '-o', 'json', '--output-fields=MESSAGE,SYSLOG_IDENTIFIER']
-        argv += ['--after-cursor', cursor, '-n', '1000'] if cursor else ['-n', '1']
-        rc, out = run(argv)
-        messages, newest = [], cursor
-        for raw in out.splitlines() if rc == 0 else []:
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
-            newest = entry.get('__CURSOR') or newest
-            message = sglang_guard.kernel_message(entry)
-            if cursor and message is not None:
-                # one entry, one message: the kernel's own escapes may hold a newline (a file name), and what follows
-                # it is no message of the driver
-                messages.append(message.split('\n', 1)[0])
-        return messages, newest
-
     def journal_excerpt(self, invocation, lines):
         if not invocation:
             return []
@@ -198,7 +180,91 @@ class Host(object):
         return run(['systemctl', 'restart', '--no-block', self.unit])[0] == 0
 
     def hold(self):
-        return run(['systemctl', 'stop', '--no-block', self.unit])[0] == 0
+        """Stop for good: what the guard holds is broken (a GPU fault, a hang, a crash loop), so the stop's SIGTERM is
+        followed by SIGKILL at once; the port closes now and the routers' checks find it gone."""
+        stopped = run(['systemctl', 'stop', '--no-block', self.unit])[0] == 0
+        run(['systemctl', 'kill', '--signal=SIGKILL', self.unit])
+        return stopped
+
+
+class KernelLog(object):
+    """The kernel's messages as the journal receives them: one ``journalctl -k -f`` kept running from the cursor kept
+    in the state, so that an NVIDIA event wakes the guard at once instead of at its next tick. Without a cursor it
+    starts at the newest entry (what the kernel said before the guard started is the deploy's preflight's to judge).
+    A follower that ends is started again from the cursor; one that ends before saying anything (a cursor the journal
+    no longer holds) is started again from the newest entry."""
+
+    ARGV = ('journalctl', '-k', '-q', '--no-pager', '-f', '-o', 'json', '--output-fields=MESSAGE,SYSLOG_IDENTIFIER')
+
+    def __init__(self, cursor, argv=ARGV):
+        self.cursor = cursor
+        self.argv = list(argv)
+        self.messages = []
+        self.proc = None
+        self.buffer = b''
+        self.heard = False
+
+    def _start(self):
+        argv = self.argv + (['--after-cursor', self.cursor] if self.cursor else ['-n', '0'])
+        try:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,  # noqa: S603
+                                         env=ENV)
+        except OSError:
+            self.proc = None
+        self.buffer, self.heard = b'', False
+
+    def _ended(self):
+        self.proc.stdout.close()
+        self.proc.wait()
+        if not self.heard:
+            self.cursor = ''
+        self.proc = None
+
+    def _read(self, lines, wakes):
+        woken = False
+        for raw in lines:
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            self.heard = True
+            self.cursor = entry.get('__CURSOR') or self.cursor
+            message = sglang_guard.kernel_message(entry)
+            if message is not None:
+                # one entry, one message: the kernel's own escapes may hold a newline (a file name), and what follows
+                # it is no message of the driver
+                self.messages.append(message.split('\n', 1)[0])
+                woken = woken or wakes(self.messages[-1:])
+        return woken
+
+    def wait(self, seconds, wakes=lambda messages: False):
+        """Listen to the kernel for up to ``seconds`` (0: read what is there); True as soon as a message for which
+        ``wakes([message])`` holds came (the messages are kept for ``take``)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if self.proc is None:
+                self._start()
+                if self.proc is None:  # no journalctl: listen again at the next wait
+                    time.sleep(max(0.0, deadline - time.monotonic()))
+                    return False
+            if not select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                return False
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                self._ended()
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))  # a follower that keeps ending: no spin
+                continue
+            lines = (self.buffer + chunk).split(b'\n')
+            self.buffer = lines.pop()
+            if self._read(lines, wakes):
+                return True
+
+    def take(self):
+        """The messages heard since the last take."""
+        messages, self.messages = self.messages, []
+        return messages
 
 
 class MetricsHandler(http.server.BaseHTTPRequestHandler):
@@ -256,6 +322,7 @@ class Guard(object):
         self.incident_dir = os.path.join(self.dir, 'incidents')
         os.makedirs(self.incident_dir, mode=0o700, exist_ok=True)
         self.state = self._load_state()
+        self.kernel = KernelLog(self.state['cursor'])
         self.canary_latency = 0.0
 
     def _load_state(self):
@@ -271,14 +338,17 @@ class Guard(object):
 
     def tick(self, now=None):
         now = time.time() if now is None else now
+        self.kernel.wait(0)
+        events = self.events_of(self.kernel.take())
+        self.state['cursor'] = self.kernel.cursor
         unit = self.host.unit_properties()
         running = unit.get('ActiveState') == 'active' and unit.get('MainPID', '0') not in ('', '0')
-        canary = self.host.canary() if running else None
+        # an event that asks for a restart or a reset decides alone: no canary's deadline is waited for first
+        asking = running and not sglang_guard.gpu_action(events)[0]
+        canary = self.host.canary() if asking else None
         if canary and canary['ok']:
             self.canary_latency = canary['latency']
-        progress = self.host.progress() if running else None
-        messages, self.state['cursor'] = self.host.kernel_messages(self.state['cursor'])
-        events = on_our_gpus(nvidia_health.parse_kernel_events('\n'.join(messages)), self.config.get('gpu_bus_ids'))
+        progress = self.host.progress() if asking else None
         invocation = unit.get('InvocationID', '')
         before = self.state['verdict']
         verdict, action, why = sglang_guard.decide(self.state, {'unit': unit, 'canary': canary, 'progress': progress,
@@ -292,6 +362,14 @@ class Guard(object):
             self.note_recovery(took)
         self.save(now, verdict, why)
         return verdict, action
+
+    def events_of(self, messages):
+        """The NVIDIA events of this replica's GPUs in the kernel's messages."""
+        return on_our_gpus(nvidia_health.parse_kernel_events('\n'.join(messages)), self.config.get('gpu_bus_ids'))
+
+    def listen(self, seconds):
+        """Until the next tick: the kernel's messages as they come; an event of this replica's GPUs ends the wait."""
+        self.kernel.wait(seconds, wakes=lambda messages: bool(self.events_of(messages)))
 
     def incident(self, now, verdict, action, why, invocation, events):
         # act first, then gather the evidence (the journal outlives the process; nvidia-smi may hang on a dead GPU),
@@ -373,7 +451,7 @@ def main(argv):
         except Exception as exc:  # pylint: disable=broad-except
             # one bad look (a full disk, a journal that does not answer) must not end the guarding
             log('%s: this look failed (%s: %s): trying again' % (config['unit'], type(exc).__name__, exc))
-        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        guard.listen(max(0.0, interval - (time.monotonic() - started)))
 
 
 if __name__ == '__main__':
