@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 ERROR = 'error'
@@ -188,6 +189,47 @@ def parse_kernel_events(text):
                            'detail': sxid.group(4).strip(), 'meaning': 'NVSwitch error (%s)' % sxid.group(1),
                            'action': 'CONTACT_SUPPORT', 'severity': SXID_SEVERITY, 'line': line.strip()})
     return events
+
+
+def kmsg_line(record):
+    """One /dev/kmsg record (``prio,seq,microseconds,flags[,...];text`` then `` KEY=value`` lines) -> the line dmesg
+    prints for it, ``[seconds] text``; None for what is no record. The kernel writes a message's control characters
+    as escapes (``\\x0a``), so one record stays one line."""
+    head, separator, text = record.partition(b';')
+    fields = head.split(b',')
+    if not separator or len(fields) < 3 or not fields[2].isdigit():
+        return None
+    return '[%12.6f] %s' % (int(fields[2]) / 1e6, text.split(b'\n', 1)[0].decode('utf-8', 'replace'))
+
+
+def read_kmsg(path='/dev/kmsg'):
+    """The kernel's ring buffer in dmesg's format, read record by record from /dev/kmsg (each read is one record), or
+    None where it cannot be read (no privilege, a container without it). dmesg's own output prints a newline inside a
+    message as a line break, so text a user put in a kernel message (a file name in a mount error) could pass for a
+    line of the driver's; a record's line cannot."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    lines = []
+    try:
+        while True:
+            try:
+                record = os.read(handle, 16384)
+            except BlockingIOError:  # the newest record was read
+                break
+            except BrokenPipeError:  # overwritten while being read: the next one
+                continue
+            except OSError:
+                break
+            if not record:
+                break
+            line = kmsg_line(record)
+            if line is not None:
+                lines.append(line)
+    finally:
+        os.close(handle)
+    return '\n'.join(lines)
 
 
 def events_since(dmesg_text, since_seconds):

@@ -378,6 +378,9 @@ class Host:
     def is_executable(self, path):
         return os.path.isfile(path) and os.access(path, os.X_OK)
 
+    def kernel_log(self):
+        return nvidia_health.read_kmsg()
+
     def glob(self, pattern):
         return sorted(glob.glob(pattern))
 
@@ -523,7 +526,7 @@ def gather_facts(runner, host=None, nvidia_smi=None):
                                            key=lambda cc: version_tuple(cc) or ())
 
     facts["topology"] = gather_topology(runner, smi)
-    facts["kernel_events"], facts["kernel_log_error"] = gather_health(runner, smi, gpus)
+    facts["kernel_events"], facts["kernel_log_error"] = gather_health(runner, smi, gpus, host.kernel_log)
     rc, out, err = runner([smi])
     banner = parse_banner(out if rc == 0 else "")
     facts["cuda_driver_version"] = banner["cuda_driver_version"]
@@ -531,13 +534,13 @@ def gather_facts(runner, host=None, nvidia_smi=None):
     return facts
 
 
-def gather_health(runner, nvidia_smi, gpus):
+def gather_health(runner, nvidia_smi, gpus, kernel_log=lambda: None):
     """Each GPU's ``health`` (nvidia_health: readings of ``nvidia-smi -q``, its kernel events since boot, problems,
     verdict); returns the kernel's NVIDIA events of no listed GPU (NVSwitch SXids) and why the kernel log could not
     be read (None when it could)."""
     rc, out, err = runner([nvidia_smi, "-q"])
     trees = nvidia_health.parse_smi_q(out if rc == 0 else "")
-    events, log_error = kernel_events(runner)
+    events, log_error = kernel_events(runner, kernel_log)
     claimed = []
     for gpu in gpus:
         bus_id = str(gpu.get("pci_bus_id") or "").upper()
@@ -550,8 +553,12 @@ def gather_health(runner, nvidia_smi, gpus):
     return [event for event in events if event not in claimed], log_error
 
 
-def kernel_events(runner):
-    """The NVIDIA events in the kernel log since boot (dmesg, else the journal's kernel messages)."""
+def kernel_events(runner, kernel_log=lambda: None):
+    """The NVIDIA events in the kernel log since boot (``kernel_log()``, the ring buffer read record by record; where
+    it gives None, dmesg, else the journal's kernel messages)."""
+    text = kernel_log()
+    if text is not None:
+        return nvidia_health.parse_kernel_events(text), None
     rc, out, err = runner(["dmesg", "--notime"])
     if rc != 0:
         rc, out, err = runner(["journalctl", "-k", "-b", "--no-pager", "-o", "cat"])

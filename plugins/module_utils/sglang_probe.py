@@ -261,12 +261,16 @@ class SglangProbe(object):
 
     def kernel_events_since(self, start_us):
         """The kernel's NVIDIA events (Xid, SXid) since the unit's process started (monotonic microseconds), from
-        ``dmesg``; [] where the kernel log cannot be read (a container, no privilege)."""
-        dmesg = self.module.get_bin_path('dmesg')
-        if not dmesg or not str(start_us or '').isdigit():
+        /dev/kmsg record by record, else ``dmesg``; [] where the kernel log cannot be read (a container, no
+        privilege)."""
+        if not str(start_us or '').isdigit():
             return []
-        rc, out, err = self.module.run_command([dmesg], environ_update=self.env)
-        return nvidia_health.events_since(out, int(start_us) / 1e6) if rc == 0 else []
+        text = nvidia_health.read_kmsg()
+        if text is None:
+            dmesg = self.module.get_bin_path('dmesg')
+            rc, out, err = self.module.run_command([dmesg], environ_update=self.env) if dmesg else (1, '', '')
+            text = out if rc == 0 else ''
+        return nvidia_health.events_since(text, int(start_us) / 1e6)
 
     # -- HTTP --------------------------------------------------------------
     def get(self, path, timeout=REQUEST_TIMEOUT):

@@ -267,7 +267,7 @@ journal_excerpt:
       whole tracebacks first, then the last O(journal_lines) lines, without repetitions.
     - Then the kernel's NVIDIA events (Xid, SXid) since the unit's process started, each with its meaning and
       NVIDIA's immediate action (for example C(kernel - Xid 79, GPU has fallen off the bus, NVIDIA RESTART_BM)),
-      where C(dmesg) can be read.
+      where the kernel log can be read (C(/dev/kmsg) record by record, else C(dmesg)).
     - Empty when the server is ready.
   returned: when the wait ended
   type: list

@@ -1,5 +1,9 @@
 """nvidia_health: a GPU's health from recorded `nvidia-smi -q` output and kernel lines (tests/fixtures/nvidia)."""
+import os
+import re
 from pathlib import Path
+
+import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health as health
@@ -78,6 +82,41 @@ def test_the_facts_give_each_gpu_its_health_and_its_own_kernel_events():
     assert gpus[0]["health"]["verdict"] == "error"
     assert gpus[0]["health"]["problems"] == [["error", "Xid 79 (GPU has fallen off the bus; NVIDIA: RESTART_BM) "
                                                        "on 0000:00:06"]]
+
+
+# A mount error whose file name holds a newline and the driver's words, as /dev/kmsg gives the record (the kernel
+# escapes the newline) and as dmesg prints it (unescaped: two lines, the second one the driver's to a parser).
+PLANTED = b"3,812,98765432,-;EXT4-fs (loop0): bad name x\\x0aNVRM: Xid (PCI:0000:00:06): 79, GPU has fallen off\n"
+DRIVER = b"4,813,98765500,-;NVRM: Xid (PCI:0000:00:06): 13, Graphics Exception\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:06.0\n"
+
+
+def test_a_record_of_the_kernel_is_one_line_and_a_planted_newline_no_event():
+    assert health.kmsg_line(DRIVER) == "[   98.765500] NVRM: Xid (PCI:0000:00:06): 13, Graphics Exception"
+    assert health.kmsg_line(b"no record") is None and health.kmsg_line(b"4,1,x,-;text") is None
+    records = "\n".join(health.kmsg_line(record) for record in (PLANTED, DRIVER))
+    assert [event["code"] for event in health.parse_kernel_events(records)] == [13]
+    as_dmesg_prints_it = "EXT4-fs (loop0): bad name x\nNVRM: Xid (PCI:0000:00:06): 79, GPU has fallen off"
+    assert [event["code"] for event in health.parse_kernel_events(as_dmesg_prints_it)] == [79]  # the old reading
+
+
+def test_the_facts_read_the_ring_buffer_record_by_record_before_dmesg():
+    gpus = [{"index": 0, "pci_bus_id": H200_BUS}]
+    asked = []
+
+    def runner(argv):
+        asked.append(argv[0])
+        return (0, fixture("h200-nvidia-smi-q.txt"), "") if argv[-1] == "-q" else (0, fixture("kernel-xid.txt"), "")
+    others, log_error = smi.gather_health(runner, "/usr/bin/nvidia-smi", gpus,
+                                          lambda: "\n".join(health.kmsg_line(r) for r in (PLANTED, DRIVER)))
+    assert log_error is None and others == [] and "dmesg" not in asked
+    assert [e["code"] for e in gpus[0]["health"]["events"]] == [13]
+
+
+@pytest.mark.skipif(not os.access("/dev/kmsg", os.R_OK), reason="this machine's kernel log is not readable here")
+def test_this_machines_ring_buffer_reads_as_dmesg_lines():
+    text = health.read_kmsg()
+    assert text and all(re.match(r"^\[\s*\d+\.\d{6}\] ", line) for line in text.splitlines())
+    assert health.read_kmsg("/nonexistent/kmsg") is None
 
 
 def test_a_kernel_log_that_cannot_be_read_is_said_not_guessed():
