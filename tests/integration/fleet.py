@@ -107,19 +107,7 @@ class RequestStream:
 # Run inside the router's container: its list of workers every 0.2 s, one JSON line [monotonic time, [URLs]] each,
 # until /tmp/k26-workers.stop exists. The containers share the host's kernel, so the times compare with systemd's
 # monotonic timestamps of the replicas' restarts.
-SAMPLER = """
-import json, os, sys, time, urllib.request
-request = urllib.request.Request(sys.argv[1] + "/workers", headers={"Authorization": "Bearer " + sys.argv[2]})
-while not os.path.exists("/tmp/k26-workers.stop"):
-    when = time.monotonic()
-    try:
-        workers = json.load(urllib.request.urlopen(request, timeout=5))["workers"]
-    except Exception as exc:  # an unanswered sample is a failed request: kept, roll_check.py fails on it
-        print(json.dumps([when, None, "%s: %s" % (type(exc).__name__, exc)]), flush=True)
-    else:
-        print(json.dumps([when, [worker["url"] for worker in workers]]), flush=True)
-    time.sleep(0.2)
-"""
+SAMPLER = (ROOT / "molecule" / "fleet" / "files" / "sample_workers.py").read_text()
 
 
 class WorkerSamples:
@@ -127,13 +115,13 @@ class WorkerSamples:
     the router's control-plane key)."""
 
     def __init__(self, router):
-        self.router, self.key, self.samples = router, admin_key_of(router), []
+        self.router, self.samples = router, []
         self.process = None
 
     def __enter__(self):
         self.router.exec("rm -f /tmp/k26-workers.stop")
         self.process = subprocess.Popen(["podman", "exec", self.router.name, "python3", "-c", SAMPLER, ROUTER_URL,
-                                         self.key], stdout=subprocess.PIPE, text=True)
+                                         ADMIN_KEY_FILE, "/tmp/k26-workers.stop"], stdout=subprocess.PIPE, text=True)
         return self
 
     def __exit__(self, *exc):

@@ -115,7 +115,7 @@ def test_the_facts_read_the_ring_buffer_record_by_record_before_dmesg():
 @pytest.mark.skipif(not os.access("/dev/kmsg", os.R_OK), reason="this machine's kernel log is not readable here")
 def test_this_machines_ring_buffer_reads_as_dmesg_lines():
     text = health.read_kmsg()
-    assert text and all(re.match(r"^\[\s*\d+\.\d{6}\] ", line) for line in text.splitlines())
+    assert text is not None and all(re.match(r"^\[\s*\d+\.\d{6}\] ", line) for line in text.splitlines())
     assert health.read_kmsg("/nonexistent/kmsg") is None
 
 
