@@ -215,6 +215,18 @@ def prepare(args):
         key_file.chmod(0o600)
     args.api_key = key_file.read_text().strip()
     args.gpus = len(nvidia_smi("index"))
+    record_nvidia_smi()
+
+
+def record_nvidia_smi():
+    """nvidia-smi -q and -q -x of this GPU host, under $OUT/nvidia-smi (the parsers' fixtures: tests/fixtures/nvidia)."""
+    if not os.environ.get("OUT"):
+        return
+    folder = Path(os.environ["OUT"]) / "nvidia-smi"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, argv in (("nvidia-smi-q.txt", ["nvidia-smi", "-q"]), ("nvidia-smi-q-x.xml", ["nvidia-smi", "-q", "-x"]),
+                       ("nvidia-smi-version.txt", ["nvidia-smi", "--version"])):
+        (folder / name).write_text(run(argv).stdout)
 
 
 def prove_deploy(proof, args):
