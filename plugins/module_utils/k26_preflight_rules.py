@@ -744,16 +744,40 @@ def check_deprecated_options(ctx):
                  option_evidence(ctx, *deprecated))
 
 
+def env_bool(ctx, name):
+    """An SGLang boolean environment variable of the service (sglang_service_environment), as SGLang's EnvBool reads
+    it: true, 1, yes, y (any case)."""
+    return str((ctx.get("environment") or {}).get(name, "")).lower() in ("true", "1", "yes", "y")
+
+
 def check_speculative_pp(ctx):
-    algorithm = opt(ctx, "speculative-algorithm")
+    """SGLang 0.5.23 (arg_groups/validation_hook.py, check_pipeline_parallel_compat) asserts, when it resolves its
+    options at start, before any weight is read: with pp-size > 1 only EAGLE (NEXTN is its alias), not multi-layer,
+    and that only with SGLANG_ENABLE_PP_SPEC (else on prefill nodes of a disaggregated deployment) and then without
+    attention DP."""
+    algorithm = str(opt(ctx, "speculative-algorithm") or "").upper()
     _tp, pp, _nnodes = parallel(ctx)
     if not algorithm or pp <= 1:
         return None
-    return found("speculative-algorithm %s with pp-size %d: SGLang restricts speculative decoding with pipeline "
-                 "parallelism (EAGLE without multi-layer, and only with prefill disaggregation unless "
-                 "SGLANG_ENABLE_PP_SPEC is set) and may refuse it only after loading." % (algorithm, pp),
-                 "test this combination on one node first or drop speculative decoding",
-                 {"speculative-algorithm": algorithm, "pp-size": pp})
+    evidence = dict(option_evidence(ctx, "speculative-algorithm", "pp-size", "enable-multi-layer-eagle",
+                                    "attn-dp-size"), SGLANG_ENABLE_PP_SPEC=env_bool(ctx, "SGLANG_ENABLE_PP_SPEC"))
+    source = "SGLang 0.5.23 refuses it when it resolves its options at start (validation_hook.py)"
+    drop = "serve speculative decoding with pp-size 1 (tensor parallel across the node), or drop it"
+    if algorithm not in ("EAGLE", "NEXTN") or as_bool(opt(ctx, "enable-multi-layer-eagle")):
+        return found("speculative-algorithm %s with pp-size %d: pipeline parallelism takes only EAGLE (not "
+                     "multi-layer) speculative decoding; %s." % (algorithm, pp, source), drop, evidence)
+    if not env_bool(ctx, "SGLANG_ENABLE_PP_SPEC"):
+        return found("EAGLE with pp-size %d: outside a disaggregated prefill node SGLang takes it only with "
+                     "SGLANG_ENABLE_PP_SPEC set; %s." % (pp, source),
+                     drop + "; or set SGLANG_ENABLE_PP_SPEC: \"1\" in sglang_service_environment (SGLang's own "
+                     "gate for it)", evidence)
+    if as_int(opt(ctx, "attn-dp-size"), 1) > 1:
+        return found("EAGLE with pp-size %d and attn-dp-size %s: SGLANG_ENABLE_PP_SPEC does not take attention DP; "
+                     "%s." % (pp, opt(ctx, "attn-dp-size"), source), "drop attn-dp-size or speculative decoding",
+                     evidence)
+    return found("EAGLE with pp-size %d under SGLANG_ENABLE_PP_SPEC: SGLang's gated path for speculative decoding "
+                 "with pipeline parallelism, which no published K2.6 measurement used." % pp,
+                 "measure it against pp-size 1 with k26deploy tune --candidates", evidence, WARNING)
 
 
 def check_public_without_tls(ctx):
@@ -862,7 +886,7 @@ RULES = (
     Rule("K26-FABRIC-MANAGER", ERROR, "Fabric Manager missing on an NVSwitch system", check_fabric_manager),
     Rule("K26-REMOVED-OPTION", ERROR, "option removed from SGLang", check_removed_options),
     Rule("K26-DEPRECATED-OPTION", ERROR, "deprecated option refused in the config file", check_deprecated_options),
-    Rule("K26-SPEC-PP", WARNING, "speculative decoding with pipeline parallelism", check_speculative_pp),
+    Rule("K26-SPEC-PP", ERROR, "speculative decoding with pipeline parallelism", check_speculative_pp),
     Rule("K26-PYTHON-VERSION", ERROR, "interpreter too old for SGLang", check_python),
     Rule("K26-PUBLIC-WITHOUT-TLS", WARNING, "endpoint reachable from other machines without TLS",
          check_public_without_tls),
@@ -872,12 +896,14 @@ RULE_IDS = tuple(rule.id for rule in RULES)
 
 
 def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=None, cache=None,
-                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True, python=None, layout=None, tune=None):
+                  min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True, python=None, layout=None, tune=None,
+                  environment=None):
     """``python``: {"interpreter", "version" (None: not found), "minimum", "requires", "requires_source",
     "variable", "installable", "package", "hint"} or None (not checked). ``layout``: the sglang_service role's
     sglang_service_layout (sglang_layout.choose) or None (the sizes count as set by hand). ``tune``: the last tune
-    report for this host or None."""
+    report for this host or None. ``environment``: the service's SGLANG_* environment variables (names to values)."""
     return {
+        "environment": dict(environment or {}),
         "layout": layout,
         "tune": tune,
         "options": option_keys(options),

@@ -33,6 +33,12 @@ options:
       - SGLang options as a mapping of option name to value (C(pp-size) or C(pp_size) spelling).
     type: dict
     default: {}
+  environment:
+    description:
+      - The service's SGLang environment variables (C(SGLANG_*) names of O(sglang_service_environment) to values), for
+        the rules that SGLang's own gates decide (for example C(SGLANG_ENABLE_PP_SPEC)).
+    type: dict
+    default: {}
   expected_gpus:
     description:
       - Number of GPUs this host must have; a different count is an error.
@@ -424,6 +430,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             options=dict(type="dict", default={}),
+            environment=dict(type="dict", default={}),
             expected_gpus=dict(type="int"),
             check_model=dict(type="bool", default=True),
             model_path=dict(type="path"),
@@ -480,7 +487,7 @@ def main():
     ctx = build_context(params["options"], gpu=gpu, simulator=params["simulator"],
                         expected_gpus=params["expected_gpus"], model=model, cache=cache,
                         min_driver_version=params["min_driver_version"], mla=params["mla"], python=python,
-                        layout=params["layout"], tune=params["tune_report"])
+                        layout=params["layout"], tune=params["tune_report"], environment=params["environment"])
     findings = evaluate(ctx, severity_overrides=overrides)
     findings += args_check_findings(params["args_check"] or {})
     if params["variables"] is not None:
