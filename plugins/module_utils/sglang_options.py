@@ -323,6 +323,11 @@ def _int(options, key, default):
         raise OptionsError("SGLang option %s must be an integer, got %r" % (key, value))
 
 
+# Speculative algorithms whose draft is a model of its own (SGLang 0.5.23, srt/arg_groups/speculative_hook.py;
+# Kimi K2.6 carries no NEXTN layers of its own to draft with).
+DRAFT_MODEL_ALGORITHMS = ("EAGLE", "EAGLE3", "DFLASH", "STANDALONE")
+
+
 def option_problems(options, gpu_count, api_key_set=False, allow_public_without_key=False):
     """Every reason the effective options cannot work, as messages that say what to change. Empty = fine."""
     problems = []
@@ -362,6 +367,16 @@ def option_problems(options, gpu_count, api_key_set=False, allow_public_without_
     backend = options.get("attention-backend")
     if backend and backend not in ATTENTION_BACKENDS:
         problems.append("unknown attention backend '%s': choose one of %s" % (backend, ", ".join(ATTENTION_BACKENDS)))
+    attn_dp = _int(options, "attn-dp-size", 1)
+    if attn_dp < 1 or (tp >= 1 and tp % attn_dp):
+        # srt/arg_groups/parallel_hook.py asserts tp_size % attn_dp_size == 0 when SGLang resolves its options
+        problems.append("attn-dp-size %d does not divide tp-size %d (SGLang asserts it at start): choose one of %s"
+                        % (attn_dp, tp, [d for d in range(1, tp + 1) if tp % d == 0]))
+    algorithm = str(options.get("speculative-algorithm") or "").upper()
+    if algorithm in DRAFT_MODEL_ALGORITHMS and not str(options.get("speculative-draft-model-path") or "").strip():
+        problems.append("speculative-algorithm %s needs a draft model: set sglang_service_speculative_draft_model_path "
+                        "(the kimi_k26_latency profile's draft is lightseekorg/kimi-k2.6-eagle3.1-mla; the "
+                        "sglang_model role stages and verifies it)" % algorithm)
     workers = _int(options, "tokenizer-worker-num", 1)
     if workers > 1:
         # srt/entrypoints/http_server.py: "API key is not supported in multi-tokenizer mode", asserted at start,

@@ -59,6 +59,9 @@ def test_log_lines_lose_every_secret_value():
 
 def test_good_options_have_no_problems():
     assert option_problems(GOOD, 8) == []
+    recipes = {"tp-size": 8, "pp-size": 1, "attn-dp-size": 8, "speculative-algorithm": "EAGLE3",
+               "speculative-draft-model-path": "/models/kimi-k2.6-eagle3.1-mla"}
+    assert option_problems(dict(GOOD, **recipes), 8) == []
 
 
 @pytest.mark.parametrize("change, gpus, message", [
@@ -74,6 +77,10 @@ def test_good_options_have_no_problems():
     ({"mem-fraction-static": 1.5}, 8, "mem-fraction-static 1.5 is not a fraction"),
     ({"tokenizer-worker-num": 2}, 8, "tokenizer-worker-num 2: SGLang 0.5.23 serves several tokenizer workers only "
                                      "without an API key"),
+    ({"tp-size": 8, "pp-size": 1, "attn-dp-size": 3}, 8, "attn-dp-size 3 does not divide tp-size 8"),
+    ({"attn-dp-size": 0}, 8, "attn-dp-size 0 does not divide"),
+    ({"speculative-algorithm": "eagle3"}, 8, "speculative-algorithm EAGLE3 needs a draft model"),
+    ({"speculative-algorithm": "DFLASH", "speculative-draft-model-path": " "}, 8, "DFLASH needs a draft model"),
 ])
 def test_each_bad_input_is_named(change, gpus, message):
     problems = option_problems(dict(GOOD, **change), gpus)

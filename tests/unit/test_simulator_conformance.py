@@ -144,7 +144,8 @@ def renderable_options():
                   if "sglang_service_effective_options" in (task.get("ansible.builtin.set_fact") or {})]
     keys = set(compute["vars"]["__sglang_service_base_options"]) | set(compute["vars"]["__sglang_service_derived_options"])
     for profile in (role / "vars" / "profiles").glob("*.yml"):
-        keys |= set(yaml.safe_load(profile.read_text())["__sglang_service_profile_options"] or {})
+        named = yaml.safe_load(profile.read_text())
+        keys |= set(named.get("__sglang_service_profile_options") or {}) | set(named.get("__sglang_service_profile_recipe") or {})
     return {"--" + key for key in keys | {"api-key"}}
 
 
