@@ -29,6 +29,7 @@ INCLUDE_ACTIONS = {f"{prefix}{verb}_{what}" for prefix in ("", "ansible.builtin.
                    for verb in ("include", "import") for what in ("tasks", "role")}
 TASK_FILE_ACTIONS = {a for a in INCLUDE_ACTIONS if a.endswith("_tasks")}
 SET_FACT_ACTIONS = {"set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact"}
+INCLUDE_VARS_ACTIONS = {"include_vars", "ansible.builtin.include_vars", "ansible.legacy.include_vars"}
 BLOCK_KEYS = ("block", "rescue", "always")
 #: the "In:" part of a file's header comment: "In:" or "In (optional):" up to "Out:" or the header's end
 IN_SECTION = re.compile(r"\bIn(?: \([^)]*\))?:(.*?)(?=\bOut(?: \([^)]*\))?:|\Z)", re.S)
@@ -99,7 +100,8 @@ def includes(path: Path) -> list[tuple[str, str | None]]:
 
 
 def names_set(path: Path, role: str) -> set[str]:
-    """Private names a task file sets: register, set_fact keys, vars keys (task, block, include), loop_var."""
+    """Private names a task file sets: register, set_fact keys, vars keys (task, block, include), loop_var, the
+    name include_vars puts a file's variables under."""
     pattern = private_pattern(role)
     found = set()
     for task in _tasks(yaml.safe_load(path.read_text())):
@@ -110,6 +112,9 @@ def names_set(path: Path, role: str) -> set[str]:
                 found.update(task[action])
         if isinstance(task.get("vars"), dict):
             found.update(task["vars"])
+        for action in INCLUDE_VARS_ACTIONS & set(task):
+            if isinstance(task[action], dict) and task[action].get("name"):
+                found.add(task[action]["name"])
         loop_var = (task.get("loop_control") or {}).get("loop_var")
         if loop_var:
             found.add(loop_var)

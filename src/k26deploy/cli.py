@@ -49,7 +49,7 @@ from .progress import LiveView, format_elapsed, format_host_state
 from . import tune as tune_module
 from .results import EXIT_BAD_INPUT, EXIT_CANCELLED, EXIT_CODES, EXIT_FAILED, EXIT_OK, RunResult
 from .runner import (PLAYBOOKS, BadInputError, K26DeployError, PlaybookRun, collection_module_utils,
-                     yaml_error_text)
+                     find_project_dir, yaml_error_text)
 
 COMMAND_HELP = {
     "deploy": "deploy Kimi K2.6 on SGLang (deploy_k26.yml) and wait until it is ready",
@@ -218,6 +218,9 @@ def add_tune_command(sub: Any, common: argparse.ArgumentParser) -> None:
     chosen.add_argument("--layouts", metavar="tpNppM,...",
                         help="layouts to compare, e.g. tp8pp1,tp4pp2,tp1pp8 (default: every tp x pp of the GPUs the "
                              "running layout uses)")
+    chosen.add_argument("--profiles", metavar="NAME,...",
+                        help="profiles of the sglang_service role to compare, e.g. kimi_k26,kimi_k26_latency,"
+                             "kimi_k26_throughput (SGLang's Kimi K2.6 cookbook recipes)")
     chosen.add_argument("--candidates", metavar="FILE.json",
                         help='any configurations: a JSON list of {"name": ..., "extra_vars": {...}}')
     command.add_argument("--objective", choices=tune_module.OBJECTIVES, default=tune_module.OBJECTIVE_C1,
@@ -469,6 +472,10 @@ def tune_candidates(args: argparse.Namespace, running: Callable[[], Any]) -> lis
         return tune_module.candidates_from_file(Path(args.candidates).read_text())
     if args.layouts:
         return [tune_module.layout_candidate(name) for name in args.layouts.split(",") if name.strip()]
+    if args.profiles:
+        profiles = find_project_dir(args.project_dir) / "roles" / "sglang_service" / "vars" / "profiles"
+        known = [path.stem for path in profiles.glob("*.yml")]
+        return [tune_module.profile_candidate(name, known) for name in args.profiles.split(",") if name.strip()]
     layouts = [host.layout for host in running().hosts.values() if host.layout]
     if not layouts:
         raise BadInputError("no running layout to start from: name the candidates with --layouts or --candidates")

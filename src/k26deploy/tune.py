@@ -66,6 +66,15 @@ def layout_candidate(name: str) -> Candidate:
     return Candidate(f"tp{tp}pp{pp}", {"sglang_service_tp_size": tp, "sglang_service_pp_size": pp})
 
 
+def profile_candidate(name: str, known: Sequence[str]) -> Candidate:
+    """A profile of the sglang_service role (``known``: the names its vars/profiles hold) -> the variables that
+    deploy it."""
+    name = name.strip()
+    if name not in known:
+        raise ValueError(f"{name!r} is no profile of the sglang_service role: one of {', '.join(sorted(known))}")
+    return Candidate(name, {"sglang_service_profile": name})
+
+
 def layouts_for(gpus: int) -> list[Candidate]:
     """Every tp x pp that uses ``gpus`` GPUs, tensor parallel widest first."""
     return [layout_candidate(f"tp{tp}pp{gpus // tp}") for tp in range(gpus, 0, -1) if gpus % tp == 0]

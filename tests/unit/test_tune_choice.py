@@ -96,6 +96,16 @@ def test_the_cli_refuses_bad_flags_before_anything_runs(capsys):
     assert "no layout" in capsys.readouterr().err
     assert cli.main(["tune", "-i", "nowhere,", "--layouts", "tp8pp1", "--levels", "8,16", "-q"]) == 2
     assert "needs level 1" in capsys.readouterr().err
+    assert cli.main(["tune", "-i", "nowhere,", "--profiles", "kimi_k26,kimi_k26_fast", "-q"]) == 2
+    assert "'kimi_k26_fast' is no profile of the sglang_service role: one of cpu, kimi_k26, kimi_k26_latency" in (
+        capsys.readouterr().err)
+
+
+def test_profiles_are_candidates_that_deploy_them():
+    known = ["kimi_k26", "kimi_k26_latency", "kimi_k26_throughput"]
+    assert [(c.name, c.extra_vars) for c in (tune.profile_candidate(n, known) for n in (" kimi_k26", "kimi_k26_latency"))] == [
+        ("kimi_k26", {"sglang_service_profile": "kimi_k26"}),
+        ("kimi_k26_latency", {"sglang_service_profile": "kimi_k26_latency"})]
 
 
 def test_the_report_names_its_inventory_and_hosts_and_the_newest_one_of_an_inventory_is_what_preflight_reads(
