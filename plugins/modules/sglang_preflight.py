@@ -35,7 +35,7 @@ options:
     default: {}
   environment:
     description:
-      - The service's SGLang environment variables (C(SGLANG_*) names of O(sglang_service_environment) to values), for
+      - The service's SGLang environment variables (C(SGLANG_*) names of C(sglang_service_environment) to values), for
         the rules that SGLang's own gates decide (for example C(SGLANG_ENABLE_PP_SPEC)).
     type: dict
     default: {}
