@@ -22,6 +22,7 @@ __metaclass__ = type
 
 import os
 import re
+import xml.etree.ElementTree as ElementTree
 
 ERROR = 'error'
 WARNING = 'warning'
@@ -158,6 +159,61 @@ def gpu_health(tree):
         'drain_and_reset_recommended': _yes(reset.get('Drain and Reset Recommended')),
         'slowdown': active,
     }
+
+
+# nvidia-smi -q -x's clocks-event (older drivers: clocks-throttle) reason elements -> SLOWDOWN_REASONS' names
+_XML_SLOWDOWNS = {'hw_slowdown': 'HW Slowdown', 'hw_thermal_slowdown': 'HW Thermal Slowdown',
+                  'hw_power_brake_slowdown': 'HW Power Brake Slowdown', 'sw_thermal_slowdown': 'SW Thermal Slowdown'}
+
+
+def _xml_text(gpu, path):
+    element = gpu.find(path)
+    return None if element is None else (element.text or '').strip()
+
+
+def _xml_uncorrectable(gpu, kind):
+    counts = [_count(child.text) for child in gpu.findall('ecc_errors/%s/*' % kind)
+              if 'uncorrectable' in child.tag and len(child) == 0]
+    counts = [count for count in counts if count is not None]
+    return sum(counts) if counts else None
+
+
+def gpu_health_xml(gpu):
+    """The health readings of one ``<gpu>`` element of ``nvidia-smi -q -x`` (the keys of gpu_health)."""
+    active = []
+    for parent in ('clocks_event_reasons', 'clocks_throttle_reasons'):
+        for child in gpu.findall(parent + '/*'):
+            reason = re.sub(r'^clocks_(?:event|throttle)_reason_', '', child.tag)
+            if reason in _XML_SLOWDOWNS and (child.text or '').strip() == 'Active':
+                active.append(_XML_SLOWDOWNS[reason])
+    return {
+        'ecc_uncorrectable_volatile': _xml_uncorrectable(gpu, 'volatile'),
+        'ecc_uncorrectable_aggregate': _xml_uncorrectable(gpu, 'aggregate'),
+        'retired_pages_pending': _yes(_xml_text(gpu, 'retired_pages/pending_blacklist')),
+        'remapped_rows_pending': _yes(_xml_text(gpu, 'remapped_rows/remapped_row_pending')),
+        'remapping_failed': _yes(_xml_text(gpu, 'remapped_rows/remapped_row_failure')),
+        'recovery_action': _text(_xml_text(gpu, 'gpu_recovery_action')),
+        'reset_required': _yes(_xml_text(gpu, 'gpu_reset_status/reset_required')),
+        'drain_and_reset_recommended': _yes(_xml_text(gpu, 'gpu_reset_status/drain_and_reset_recommended')),
+        'slowdown': sorted(active, key=SLOWDOWN_REASONS.index),
+    }
+
+
+def health_from_xml(text):
+    """``nvidia-smi -q -x`` -> {pci bus id: gpu_health_xml readings}; None for what is not its XML (an nvidia-smi
+    without -x, an error text), so that the caller reads ``nvidia-smi -q`` instead."""
+    try:
+        root = ElementTree.fromstring(text or '')
+    except ElementTree.ParseError:
+        return None
+    if root.tag != 'nvidia_smi_log':
+        return None
+    return {str(gpu.get('id') or '').upper(): gpu_health_xml(gpu) for gpu in root.findall('gpu') if gpu.get('id')}
+
+
+def health_from_text(text):
+    """``nvidia-smi -q`` -> {pci bus id: gpu_health readings}."""
+    return {bus: gpu_health(tree) for bus, tree in parse_smi_q(text).items()}
 
 
 def _flatten(tree):

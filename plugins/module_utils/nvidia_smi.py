@@ -535,16 +535,19 @@ def gather_facts(runner, host=None, nvidia_smi=None):
 
 
 def gather_health(runner, nvidia_smi, gpus, kernel_log=lambda: None):
-    """Each GPU's ``health`` (nvidia_health: readings of ``nvidia-smi -q``, its kernel events since boot, problems,
-    verdict); returns the kernel's NVIDIA events of no listed GPU (NVSwitch SXids) and why the kernel log could not
-    be read (None when it could)."""
-    rc, out, err = runner([nvidia_smi, "-q"])
-    trees = nvidia_health.parse_smi_q(out if rc == 0 else "")
+    """Each GPU's ``health`` (nvidia_health: readings of ``nvidia-smi -q -x``, else of ``nvidia-smi -q``, its kernel
+    events since boot, problems, verdict); returns the kernel's NVIDIA events of no listed GPU (NVSwitch SXids) and
+    why the kernel log could not be read (None when it could)."""
+    rc, out, err = runner([nvidia_smi, "-q", "-x"])
+    by_bus = nvidia_health.health_from_xml(out) if rc == 0 else None
+    if by_bus is None:
+        rc, out, err = runner([nvidia_smi, "-q"])
+        by_bus = nvidia_health.health_from_text(out if rc == 0 else "")
     events, log_error = kernel_events(runner, kernel_log)
     claimed = []
     for gpu in gpus:
         bus_id = str(gpu.get("pci_bus_id") or "").upper()
-        readings = nvidia_health.gpu_health(trees.get(bus_id) or {}) if bus_id in trees else {}
+        readings = by_bus.get(bus_id, {})
         mine = [event for event in events if event["kind"] == "Xid" and nvidia_health.same_gpu(event["pci"], bus_id)]
         claimed += mine
         found = nvidia_health.problems(readings, mine)

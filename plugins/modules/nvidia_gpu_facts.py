@@ -122,8 +122,8 @@ gpus:
       sample: 700.0
     health:
       description:
-        - The GPU's health, from C(nvidia-smi -q) and the kernel's NVIDIA events since boot (C(/dev/kmsg) read record
-          by record, else C(dmesg), else the journal's kernel messages).
+        - The GPU's health, from C(nvidia-smi -q -x) (else C(nvidia-smi -q)) and the kernel's NVIDIA events since
+          boot (C(/dev/kmsg) read record by record, else C(dmesg), else the journal's kernel messages).
         - C(readings) (uncorrectable ECC errors, volatile and aggregate; pending retired pages and remapped rows; a
           failed remapping; the driver's recovery action; reset required; hardware slowdowns active now), C(events)
           (this GPU's Xid lines, each with its meaning and NVIDIA's immediate action from the Xid catalog),

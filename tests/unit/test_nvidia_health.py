@@ -1,6 +1,8 @@
-"""nvidia_health: a GPU's health from recorded `nvidia-smi -q` output and kernel lines (tests/fixtures/nvidia)."""
+"""nvidia_health: a GPU's health from recorded `nvidia-smi -q -x` and `nvidia-smi -q` output and kernel lines
+(tests/fixtures/nvidia)."""
 import os
 import re
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,71 @@ def test_a_gpu_that_needs_a_reset_is_an_error_with_each_reason():
     assert "GPU reset before the GPU is used again (GPU Recovery Action: Reset)" in texts
     assert "a remapped row is pending" in texts and "2 uncorrectable ECC errors since the driver loaded" in texts
     assert ("warning", "the hardware slows the GPU down now: HW Slowdown") in found
+
+
+H100_XML = "h100-nvidia-smi-q-x.xml"
+
+
+def test_the_xml_and_the_text_of_the_same_h100_read_alike_and_healthy():
+    """Both recorded on the device's H100 by the GPU proof (driver 580.159.04), one after the other."""
+    xml, text = health.health_from_xml(fixture(H100_XML)), health.health_from_text(fixture("h100-nvidia-smi-q.txt"))
+    assert xml == text and list(xml) == [H200_BUS]
+    assert xml[H200_BUS]["remapped_rows_pending"] is False and xml[H200_BUS]["ecc_uncorrectable_volatile"] == 0
+    assert health.problems(xml[H200_BUS]) == []
+    assert health.health_from_xml(fixture("h100-nvidia-smi-q.txt")) is None   # not XML: the text is read instead
+    assert health.health_from_xml("<other/>") is None
+
+
+def sick_xml(path, value):
+    """The recorded H100 XML with one element set (made where the driver left it out: gpu_reset_status)."""
+    root = ElementTree.fromstring(fixture(H100_XML))
+    gpu = root.find("gpu")
+    parent = gpu
+    for tag in path.split("/"):
+        child = parent.find(tag)
+        if child is None:
+            child = ElementTree.SubElement(parent, tag)
+        parent = child
+    parent.text = value
+    return ElementTree.tostring(root, encoding="unicode")
+
+
+@pytest.mark.parametrize("path, value, severity, said", [
+    ("gpu_recovery_action", "Reset", "error", "GPU reset before the GPU is used again (GPU Recovery Action: Reset)"),
+    ("gpu_recovery_action", "Drain P2P", "warning", "the driver asks for Drain P2P"),
+    ("gpu_reset_status/reset_required", "Yes", "error", "the GPU requires a reset"),
+    ("gpu_reset_status/drain_and_reset_recommended", "Yes", "warning", "recommends draining and resetting"),
+    ("remapped_rows/remapped_row_pending", "Yes", "error", "a remapped row is pending"),
+    ("remapped_rows/remapped_row_failure", "Yes", "error", "row remapping failed"),
+    ("retired_pages/pending_blacklist", "Yes", "error", "a retired page is pending"),
+    ("ecc_errors/volatile/dram_uncorrectable", "2", "error", "2 uncorrectable ECC errors since the driver loaded"),
+    ("ecc_errors/volatile/sram_uncorrectable_secded", "1", "error", "1 uncorrectable ECC errors"),
+    ("clocks_event_reasons/clocks_event_reason_hw_thermal_slowdown", "Active", "warning",
+     "slows the GPU down now: HW Thermal Slowdown"),
+    ("clocks_throttle_reasons/clocks_throttle_reason_hw_slowdown", "Active", "warning",  # an older driver's name
+     "slows the GPU down now: HW Slowdown"),
+], ids=lambda value: str(value)[:40])
+def test_each_health_branch_of_the_xml(path, value, severity, said):
+    readings = health.health_from_xml(sick_xml(path, value))[H200_BUS]
+    found = health.problems(readings)
+    assert [(level, what) for level, what in found if said in what] == [(severity, next(
+        what for dummy, what in found if said in what))], found
+    assert health.verdict(found) == severity
+
+
+def test_the_facts_read_the_xml_and_fall_back_to_the_text():
+    def runner(xml):
+        def run(argv):
+            if argv[1:] == ["-q", "-x"]:
+                return (0, xml, "") if xml else (2, "", "Invalid combination of input arguments")
+            if argv[1:] == ["-q"]:
+                return 0, fixture("h100-nvidia-smi-q.txt"), ""
+            return 1, "", "no kernel log here"
+        return run
+    for xml, verdict in ((sick_xml("remapped_rows/remapped_row_pending", "Yes"), "error"), (None, None)):
+        gpus = [{"index": 0, "pci_bus_id": H200_BUS}]
+        smi.gather_health(runner(xml), "/usr/bin/nvidia-smi", gpus)
+        assert gpus[0]["health"]["verdict"] == verdict and gpus[0]["health"]["readings"]
 
 
 def test_kernel_lines_give_each_event_its_meaning_action_and_severity():
