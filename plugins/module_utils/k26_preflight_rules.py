@@ -297,6 +297,38 @@ def largest_decode_batch(ctx):
     return running, "max-running-requests"
 
 
+# SGLang 0.5.23's features that are on by default for speed, other than CUDA graphs (K26-CUDA-GRAPH-*): the option
+# that turns each off, what it turns off (the option's own help, srt/arg_groups/fields/<file>), and when turning it
+# off costs nothing: pipeline parallelism turns the overlap scheduler off itself (validation_hook.py), and one
+# tensor-parallel rank has no all-reduce.
+SPEED_DEFAULTS = (
+    ("disable-radix-cache", "prefix caching (RadixAttention): every request prefills its whole prompt again, the "
+     "system prompt and the earlier turns of a chat or an agent's loop included", "memory.py", lambda tp, pp: False),
+    ("disable-overlap-schedule", "the overlap scheduler, which prepares the next batch on the CPU while the GPU runs "
+     "this one", "schedule.py", lambda tp, pp: pp > 1),
+    ("disable-custom-all-reduce", "SGLang's custom all-reduce kernel: tensor-parallel all-reduces fall back to NCCL",
+     "exec_.py", lambda tp, pp: tp == 1),
+    ("disable-shared-experts-fusion", "the fusion of the shared expert into the routed experts' MoE kernel (DeepSeek "
+     "V3's architecture, which K2.6 has)", "exec_.py", lambda tp, pp: False),
+    ("disable-chunked-prefix-cache", "the chunked prefix cache of DeepSeek's MLA attention", "schedule.py",
+     lambda tp, pp: False),
+    ("disable-flashinfer-autotune", "FlashInfer's autotuning of its kernels", "exec_.py", lambda tp, pp: False),
+)
+
+
+def check_speed_defaults_off(ctx):
+    tp, pp, dummy = parallel(ctx)
+    off = [(key, what, source) for key, what, source, costs_nothing in SPEED_DEFAULTS
+           if as_bool(opt(ctx, key)) and not costs_nothing(tp, pp)]
+    if not off:
+        return None
+    return found("SGLang's speed defaults turned off: %s. No figure of this package measures what each costs on K2.6."
+                 % "; ".join("%s turns off %s (SGLang 0.5.23, srt/arg_groups/fields/%s)" % item for item in off),
+                 "remove %s, or measure with and without it (k26deploy tune --candidates)"
+                 % ", ".join(key for key, dummy, dummy in off),
+                 option_evidence(ctx, "tp-size", "pp-size", *(key for key, dummy, dummy in off)))
+
+
 def check_cuda_graph_partial(ctx):
     if without_gpu(ctx) == "device cpu" or check_cuda_graph_off(ctx):
         return None
@@ -862,6 +894,7 @@ def check_tuned(ctx):
 RULES = (
     Rule("K26-CUDA-GRAPH-OFF", WARNING, "CUDA graphs disabled (explicitly or implicitly)", check_cuda_graph_off),
     Rule("K26-CUDA-GRAPH-PARTIAL", WARNING, "CUDA graphs off for part of the decode batches", check_cuda_graph_partial),
+    Rule("K26-SPEED-DEFAULT-OFF", WARNING, "an SGLang default that exists for speed turned off", check_speed_defaults_off),
     Rule("K26-PP-ASYNC-DEPTH", INFO, "what pp-async-batch-depth does with pipeline parallelism",
          check_pp_async_depth),
     Rule("K26-LAYOUT", INFO, "tensor and pipeline parallel sizes, and why", check_layout),

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_facts as facts
 from sglang_venv import SGLANG_SITE, requires_real_sglang
 
@@ -90,3 +91,14 @@ def test_every_measurement_names_its_source_and_the_layout_evidence_exists():
     assert all(facts.measurement(row_id) for row_id in facts.PCIE8_LAYOUT_EVIDENCE)
     best = facts.best_at_one([facts.measurement(row_id) for row_id in facts.PCIE8_LAYOUT_EVIDENCE])
     assert (best.tp, best.pp) == (8, 1)
+
+
+@requires_real_sglang
+@pytest.mark.parametrize("key, what, source, costs_nothing", rules.SPEED_DEFAULTS, ids=lambda value: str(value)[:40])
+def test_each_speed_default_is_sglangs_own_and_on(key, what, source, costs_nothing):
+    """K26-SPEED-DEFAULT-OFF's options: each a field of the cited file, a bool whose default is False (the feature
+    on), its help the source of what the finding says it turns off."""
+    text = (SGLANG_SITE / "sglang" / "srt" / "arg_groups" / "fields" / source).read_text()
+    field = re.search(r"^\s*%s: A\[\s*bool,(.*?)\]\s*=\s*(\w+)" % key.replace("-", "_"), text, re.M | re.S)
+    assert field, "%s declares no bool field %s" % (source, key)
+    assert field.group(2) == "False", "%s defaults to %s in %s" % (key, field.group(2), source)
