@@ -558,6 +558,12 @@ def static_fraction(ctx, gpu_mem_mib):
     fraction_set = opt(ctx, "mem-fraction-static")
     if fraction_set is not None:
         return as_float(fraction_set, 0.0), "set"
+    resolved = ctx.get("resolved") or {}
+    if resolved.get("mem_fraction_static"):
+        multimodal = (resolved.get("model") or {}).get("is_multimodal")
+        return round(float(resolved["mem_fraction_static"]), 4), (
+            "SGLang's own resolution on this host%s (its code, the GPU facts answering its device questions)"
+            % (", a multimodal model to it: its vision tower's factor included" if multimodal else ""))
     tp, pp, _nnodes = parallel(ctx)
     vision = served_vision_tower(ctx)
     prefill = str(opt(ctx, "cuda-graph-backend-prefill", "") or "").lower()
@@ -930,13 +936,15 @@ RULE_IDS = tuple(rule.id for rule in RULES)
 
 def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=None, cache=None,
                   min_driver_version=DEFAULT_MIN_DRIVER_VERSION, mla=True, python=None, layout=None, tune=None,
-                  environment=None):
+                  environment=None, resolution=None):
     """``python``: {"interpreter", "version" (None: not found), "minimum", "requires", "requires_source",
     "variable", "installable", "package", "hint"} or None (not checked). ``layout``: the sglang_service role's
     sglang_service_layout (sglang_layout.choose) or None (the sizes count as set by hand). ``tune``: the last tune
-    report for this host or None. ``environment``: the service's SGLANG_* environment variables (names to values)."""
+    report for this host or None. ``environment``: the service's SGLANG_* environment variables (names to values).
+    ``resolution``: what SGLang's own resolution gave on this host (the sglang_resolve module's result) or None."""
     return {
         "environment": dict(environment or {}),
+        "resolved": ((resolution or {}).get("resolved") or {}) if (resolution or {}).get("ok") else {},
         "layout": layout,
         "tune": tune,
         "options": option_keys(options),
@@ -984,6 +992,7 @@ def evaluate(ctx, rules=RULES, severity_overrides=None):
 UNKNOWN_VARIABLE = "K26-UNKNOWN-VARIABLE"
 SGLANG_REFUSES = "K26-SGLANG-REFUSES"
 SGLANG_ABBREVIATION = "K26-SGLANG-ABBREVIATION"
+SGLANG_RESOLUTION = "K26-SGLANG-RESOLUTION"
 #: prefixes of the variables our roles and plays read; a variable with one of them that none of them knows is a typo
 VARIABLE_PREFIXES = ("sglang_", "nvidia_cuda_", "k26_")
 
@@ -1017,6 +1026,17 @@ def args_check_findings(result):
             "%s is not an SGLang option; argparse accepted it as the abbreviation of a longer flag, which the next "
             "SGLang release may make ambiguous." % flag, "spell the option out", dict(evidence, option=flag))))
     return findings
+
+
+def resolution_findings(result):
+    """SGLang refusing the options while it resolves them (the sglang_resolve module's result) as a finding: what it
+    asserts at start, after the parser took the options and before any weight is read."""
+    if not result or result.get("ok") is not False:
+        return []
+    return [finding(SGLANG_RESOLUTION, ERROR, "SGLang's own resolution refuses the options", found(
+        "SGLang refuses the options when it resolves them (what it runs at start, before loading): %s"
+        % result.get("error"), "change what SGLang names; the service would not start with it",
+        {"error": result.get("error")}))]
 
 
 def strict(findings):

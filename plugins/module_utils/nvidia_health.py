@@ -22,7 +22,7 @@ __metaclass__ = type
 
 import os
 import re
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 ERROR = 'error'
 WARNING = 'warning'

@@ -112,6 +112,12 @@ options:
       - The registered result of M(k26.deploy.sglang_args_check) on the same options; its verdict becomes findings
         (V(K26-SGLANG-REFUSES), V(K26-SGLANG-ABBREVIATION)).
     type: dict
+  resolution:
+    description:
+      - The registered result of M(k26.deploy.sglang_resolve) on the same options. The memory rules
+        (V(K26-KV-CACHE), V(K26-MODEL-TOO-LARGE)) then reason from the C(mem_fraction_static) SGLang itself resolved
+        instead of this collection's copy of its estimate; SGLang refusing the options is V(K26-SGLANG-RESOLUTION).
+    type: dict
   variables:
     description:
       - Names of the variables set for this host (for example from the C(ansible.builtin.varnames) lookup).
@@ -290,6 +296,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
     count,
     evaluate,
     format_finding,
+    resolution_findings,
     strict,
     unknown_variable_findings,
 )
@@ -445,6 +452,7 @@ def main():
             severity_overrides=dict(type="dict", default={}),
             strict=dict(type="bool", default=False),
             args_check=dict(type="dict"),
+            resolution=dict(type="dict"),
             variables=dict(type="list", elements="str"),
             known_variables=dict(type="list", elements="str", default=[]),
             python_interpreter=dict(type="str"),
@@ -487,9 +495,11 @@ def main():
     ctx = build_context(params["options"], gpu=gpu, simulator=params["simulator"],
                         expected_gpus=params["expected_gpus"], model=model, cache=cache,
                         min_driver_version=params["min_driver_version"], mla=params["mla"], python=python,
-                        layout=params["layout"], tune=params["tune_report"], environment=params["environment"])
+                        layout=params["layout"], tune=params["tune_report"], environment=params["environment"],
+                        resolution=params["resolution"])
     findings = evaluate(ctx, severity_overrides=overrides)
     findings += args_check_findings(params["args_check"] or {})
+    findings += resolution_findings(params["resolution"])
     if params["variables"] is not None:
         findings += unknown_variable_findings(params["variables"], params["known_variables"])
     if params["strict"]:

@@ -2,8 +2,8 @@
 (tests/fixtures/nvidia)."""
 import os
 import re
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 

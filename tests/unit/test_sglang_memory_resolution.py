@@ -1,34 +1,36 @@
-"""Issue 51: the memory preflight reasons from is SGLang's own. SGLang 0.5.23 resolves its server arguments here,
-on the CPU (tests/sglang_resolve.py answers its device questions with the GPU facts given, and nothing else), for a
-Kimi K2.6-shaped config.json without weights; the K26-KV-CACHE finding must carry the mem-fraction-static SGLang
-resolved, to the third decimal. K2.6 is a multimodal architecture to SGLang (configs/model_config.py), so its
-estimate includes the vision tower's factor (arg_groups/memory_hook.py adjust_mem_fraction_for_vlm); the same
-model as a text-only architecture gets SGLang's other number."""
+"""Issue 51: the memory preflight reasons from is SGLang's own. The sglang_resolve module runs SGLang 0.5.23's own
+server-argument resolution (plugins/module_utils/sglang_resolver.py, which answers SGLang's device questions with the
+GPU facts given, and nothing else) with the CPU venv's SGLang, for a Kimi K2.6-shaped config.json without weights;
+the K26-KV-CACHE finding carries the mem-fraction-static SGLang resolved, to the third decimal. K2.6 is a multimodal
+architecture to SGLang (configs/model_config.py), so its estimate includes the vision tower's factor
+(arg_groups/memory_hook.py adjust_mem_fraction_for_vlm); the same model as a text-only architecture gets SGLang's
+other number. Where SGLang is not installed yet, preflight falls back to its copy of SGLang's estimate: held to the
+same numbers here."""
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_facts as facts
+from ansible_collections.k26.deploy.plugins.modules import sglang_resolve
+from module_runner import run_module
 from sglang_venv import SGLANG_PYTHON, requires_real_sglang
 
 ROOT = Path(__file__).resolve().parents[2]
 K26_CONFIG = ROOT / "tests" / "fixtures" / "models" / "kimi-k2.6" / "config.json"
-RESOLVER = ROOT / "tests" / "sglang_resolve.py"
 H200 = {"name": "NVIDIA H200", "memory_mib": 143771, "capability": [9, 0], "count": 8}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "capability": [9, 0], "count": 8}
 GIB = 1 << 30
 
 
-def sglang_resolves(model_dir, gpu, *argv):
-    """What SGLang 0.5.23 resolves for this model and GPU (tests/sglang_resolve.py's JSON)."""
-    request = {"model_path": str(model_dir), "argv": ["--tp-size", "8", "--trust-remote-code", *argv], "gpu": gpu}
-    done = subprocess.run([str(SGLANG_PYTHON), str(RESOLVER)], input=json.dumps(request), capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+def sglang_resolves(capsys, model_dir, gpu, **options):
+    """The sglang_resolve module's result for this model on 8 of these GPUs, with the CPU venv's SGLang."""
+    options = dict({"model-path": str(model_dir), "tp-size": 8, "trust-remote-code": True}, **options)
+    rc, result = run_module(sglang_resolve, {"options": options, "python": str(SGLANG_PYTHON),
+                                             "gpu_facts": gpu_facts(gpu)}, capsys)
+    assert rc == 0, result
+    return result
 
 
 def model_dir(tmp_path, name, text_only=False):
@@ -51,11 +53,13 @@ def gpu_facts(gpu):
                       "compute_capability": capability} for i in range(gpu["count"])]}
 
 
-def preflight_fraction(config, gpu):
-    """The mem-fraction-static the K26-KV-CACHE finding states for this config.json on 8 of these GPUs."""
+def preflight_fraction(config, gpu, resolution=None):
+    """The mem-fraction-static the K26-KV-CACHE finding states for this config.json on 8 of these GPUs, with
+    SGLang's resolution or (None) this collection's copy of its estimate."""
     model = {"path": "/models/k26", "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
              "config": {"kv": facts.kv_config(config), "vision": facts.vision_tower(config)}}
-    ctx = rules.build_context({"tp-size": 8, "model-path": "/models/k26"}, gpu=gpu_facts(gpu), model=model)
+    ctx = rules.build_context({"tp-size": 8, "model-path": "/models/k26"}, gpu=gpu_facts(gpu), model=model,
+                              resolution=resolution)
     (finding,) = [f for f in rules.evaluate(ctx) if f["id"] == "K26-KV-CACHE"]
     return finding["evidence"]["fraction"], finding
 
@@ -63,22 +67,49 @@ def preflight_fraction(config, gpu):
 @pytest.mark.sglang_real
 @requires_real_sglang
 @pytest.mark.parametrize("gpu", [H200, H100], ids=["H200", "H100"])
-def test_k26s_finding_carries_the_fraction_sglang_resolves(tmp_path, gpu):
+def test_k26s_finding_carries_the_fraction_sglang_resolves(capsys, tmp_path, gpu):
     directory, config = model_dir(tmp_path, "k26")
-    resolved = sglang_resolves(directory, gpu)["mem_fraction_static"]
-    ours, finding = preflight_fraction(config, gpu)
-    assert round(ours, 3) == round(resolved, 3)
+    resolution = sglang_resolves(capsys, directory, gpu)
+    assert resolution["ok"] and resolution["resolved"]["model"]["is_multimodal"] is True
+    resolved = resolution["resolved"]["mem_fraction_static"]
+    ours, finding = preflight_fraction(config, gpu, resolution)
+    assert ours == round(resolved, 4)
+    assert "SGLang's own resolution on this host, a multimodal model" in finding["evidence"]["fraction source"]
+    copy, finding = preflight_fraction(config, gpu)  # SGLang not installed yet: the collection's copy, the same
+    assert round(copy, 3) == round(resolved, 3)
     assert "vision tower (27 layers x 1152" in finding["evidence"]["fraction source"]
 
 
 @pytest.mark.sglang_real
 @requires_real_sglang
-def test_the_same_model_served_as_text_gets_sglangs_other_number(tmp_path):
+def test_the_same_model_served_as_text_gets_sglangs_other_number(capsys, tmp_path):
     directory, config = model_dir(tmp_path, "k2-text", text_only=True)
-    resolved = sglang_resolves(directory, H200)["mem_fraction_static"]
-    ours, finding = preflight_fraction(config, H200)
-    assert round(ours, 3) == round(resolved, 3) == 0.886
-    assert finding["evidence"]["fraction source"] == "SGLang's own estimate"
+    resolution = sglang_resolves(capsys, directory, H200)
+    ours, finding = preflight_fraction(config, H200, resolution)
+    assert round(ours, 3) == round(preflight_fraction(config, H200)[0], 3) == 0.886
+    assert finding["evidence"]["fraction source"].startswith("SGLang's own resolution on this host (")
+
+
+@pytest.mark.sglang_real
+@requires_real_sglang
+def test_options_sglang_refuses_while_resolving_them_are_an_error_finding(capsys, tmp_path):
+    directory, dummy = model_dir(tmp_path, "k26")
+    resolution = sglang_resolves(capsys, directory, H200, **{"attn-dp-size": 3})
+    assert resolution["ok"] is False and "tp_size % cfg.attn_dp_size == 0" in resolution["error"]
+    (found,) = rules.resolution_findings(resolution)
+    assert (found["id"], found["severity"]) == ("K26-SGLANG-RESOLUTION", "error") and "parallel_hook.py" in found["message"]
+
+
+def test_nothing_runs_without_a_gpu_or_the_models_config(capsys, tmp_path):
+    rc, result = run_module(sglang_resolve, {"options": {"model-path": str(tmp_path)}, "python": "/bin/sh",
+                                             "gpu_facts": gpu_facts(H200)}, capsys)
+    assert rc == 0 and result["skipped"] == "the model's config.json is not on the host" and result["ok"]
+    rc, result = run_module(sglang_resolve, {"options": {"model-path": str(tmp_path)}, "python": "/bin/sh",
+                                             "gpu_facts": {"gpu_count": 0, "gpus": []}}, capsys)
+    assert result["skipped"] == "no GPU in the facts"
+    rc, result = run_module(sglang_resolve, {"options": {}, "python": str(tmp_path / "none"),
+                                             "gpu_facts": gpu_facts(H200)}, capsys)
+    assert result["skipped"].startswith("SGLang is not installed on the host yet")
 
 
 def test_k26s_kv_cache_is_sized_with_the_vision_factor():

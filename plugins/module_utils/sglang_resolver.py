@@ -1,13 +1,19 @@
-"""Run SGLang 0.5.23's own server-argument resolution on a machine without a GPU: the oracle that
-tests/unit/test_sglang_memory_resolution.py holds the preflight's memory figures to.
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, k26deploy maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""SGLang's own server-argument resolution for a host's GPUs, without starting SGLang: what preflight reports
+(mem-fraction-static, chunked prefill, max running requests, the attention backend, the CUDA graphs' sizes) is the
+number SGLang itself would use, not a copy of its heuristics.
 
-Usage (with the CPU sglang venv's python, scripts/setup_sglang_cpu.sh; JSON in, JSON out):
-    echo '{"model_path": "MODEL_DIR", "argv": ["--tp-size", "8", "--trust-remote-code"],
-           "gpu": {"name": "NVIDIA H200", "memory_mib": 143771, "capability": [9, 0], "count": 8}}' \
-      | .cache/sglang-venv/bin/python tests/sglang_resolve.py
+Run by the Python of SGLang's virtualenv (the sglang_resolve module hands it this file's source; the tests run it
+with the CPU venv's python), JSON in (argv[1], else stdin), JSON out:
+    {"model_path": "MODEL_DIR", "argv": ["--config", "FILE"],
+     "gpu": {"name": "NVIDIA H200", "memory_mib": 143771, "capability": [9, 0], "count": 8}}
 Optional gpu keys: "cuda_version" (default "12.9"; only compared against 12.3 / 12.8 by the sm probes),
 "flashinfer" (flashinfer installed on the real host; default true, as sglang 0.5.23 depends on it).
-Optional top-level "full": true adds SGLang's whole resolved_dict().
+Optional top-level "full": true adds SGLang's whole resolved_dict(). Nothing is imported from sglang until main()
+runs, so the module itself imports on any Python (ansible-test's import sanity test, the module's own).
 
 Entry point: sglang.srt.server_args.prepare_server_args(argv) -> ServerArgs.resolve_once()
 -> sglang.srt.arg_groups.pipeline.run_resolution_pipeline(), what `sglang serve` / Engine run before any worker
@@ -50,16 +56,12 @@ import sys
 import time
 import types
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.pop("SGLANG_USE_CPU_ENGINE", None)  # is_cpu() would turn resolution to the CPU engine
 
 # ---------------------------------------------------------------- stubs for absent optional imports
 
 
 _RESOLVING = [False]
-_STUB_USES = set()  # stub attributes touched while resolve_once() ran (should stay empty)
+_STUB_USES: set[str] = set()  # stub attributes touched while resolve_once() ran (should stay empty)
 
 
 class _Stub(types.ModuleType):
@@ -87,7 +89,7 @@ class _Stub(types.ModuleType):
         return (object,)
 
 
-_STUBBED_TOPS = set()  # a stub package importing its own submodules
+_STUBBED_TOPS: set[str] = set()  # a stub package importing its own submodules
 
 
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -150,8 +152,8 @@ def _install_stubs():
 
 # ---------------------------------------------------------------- the device answers
 
-_DEVICE_CALLS = {}  # patched device queries answered while resolve_once() ran
-_TRIPWIRE = []  # device queries that reached torch un-answered during resolution (should stay empty)
+_DEVICE_CALLS: dict[str, int] = {}  # patched device queries answered while resolve_once() ran
+_TRIPWIRE: list[str] = []  # device queries that reached torch un-answered during resolution (should stay empty)
 
 
 def _rebind(module, name, new):
@@ -338,8 +340,17 @@ def _local_config_dir(model_path):
     return tmp, True
 
 
+def offline():
+    """Nothing is fetched: the model's config.json is on the host."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.pop("SGLANG_USE_CPU_ENGINE", None)  # is_cpu() would turn resolution to the CPU engine
+
+
 def main():
-    req = json.load(sys.stdin)
+    offline()
+    req = json.loads(sys.argv[1]) if len(sys.argv) > 1 else json.load(sys.stdin)
     t0 = time.perf_counter()
     stubbed = _install_stubs()
     facts, answer_probes = _install_gpu(req["gpu"])
@@ -413,8 +424,29 @@ def main():
     }
     if req.get("full"):
         out["resolved"] = resolved
-    json.dump(out, sys.stdout, indent=1, default=str)
-    print()
+    emit(out)
+
+
+RESULT_MARKER = "K26_SGLANG_RESOLUTION="
+
+
+def error_text(exc):
+    """SGLang's refusal as an operator reads it: its message, and where SGLang raised it (a bare assert has no
+    message: its own line says what it checks)."""
+    import traceback
+
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if "sglang" in frame.filename]
+    where = ""
+    if frames:
+        frame = frames[-1]
+        where = " (%s:%d: %s)" % (frame.filename.split("site-packages/")[-1], frame.lineno, (frame.line or "").strip())
+    return "%s: %s%s" % (type(exc).__name__, str(exc) or "(no message)", where)
+
+
+def emit(result):
+    """The answer, on one line of its own after a marker (whatever SGLang printed before it is left behind)."""
+    sys.stdout.write("\n" + RESULT_MARKER + json.dumps(result, default=str) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
@@ -424,6 +456,5 @@ if __name__ == "__main__":
         import traceback
 
         traceback.print_exc()
-        json.dump({"error": f"{type(exc).__name__}: {exc}"}, sys.stdout)
-        print()
-        sys.exit(2)
+        emit({"error": error_text(exc)})
+        raise SystemExit(2)
