@@ -43,6 +43,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .project import collection_module_utils
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -79,41 +81,11 @@ BAD_INPUT_KEY = "k26_bad_input"
 ANSIBLE_RC_PARSER_ERROR = 4
 ANSIBLE_RC_OPTIONS_ERROR = 5
 
-#: fields of a ``k26_hosts`` entry (set_stats) copied onto ``HostResult``: every field of a host's result, whose
-#: schema is the collection's plugins/module_utils/sglang_result.py (tests/unit/test_sglang_outcome.py holds the two
-#: to each other)
-SUMMARY_FIELDS = (
-    "ready",
-    "endpoint",
-    "model_id",
-    "time_to_ready",
-    "reason",
-    "restarted",
-    "rolled_back",
-    "rollback_outcome",
-    "left_out",
-    "simulator",
-    "msg",
-    "journal_excerpt",
-    "unit_state",
-    "unit",
-    "node_rank",
-    "instance",
-    "node",
-    "phase",
-    "last_log_line",
-    "restarts",
-    "model_ids",
-    "timeline",
-    "findings",
-    "layout",
-    "workers",
-    "benchmark",
-    "startup",
-    "precompile",
-    "model",
-    "guard",
-)
+#: the collection's schema of a host's result (plugins/module_utils/sglang_result.py FIELDS: name -> (types,
+#: meaning)), the one definition: every field of a ``k26_hosts`` entry (set_stats) is copied onto ``HostResult``,
+#: read by the types it gives
+RESULT_SCHEMA = collection_module_utils("sglang_result").FIELDS
+SUMMARY_FIELDS = tuple(RESULT_SCHEMA)
 
 #: fields of a readiness progress record (the sglang_ready action plugin's, see its PROGRESS_RECORD_FIELDS) that a
 #: host result takes over
@@ -156,8 +128,10 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-_BOOL_FIELDS = frozenset({"ready", "restarted", "rolled_back", "simulator"})
-_FLOAT_FIELDS = frozenset({"time_to_ready", "elapsed"})
+_BOOL_FIELDS = frozenset(name for name, (kind, dummy) in RESULT_SCHEMA.items() if kind is bool)
+#: the schema's numbers, and the progress record's elapsed seconds
+_FLOAT_FIELDS = frozenset({"elapsed"} | {name for name, (kind, dummy) in RESULT_SCHEMA.items()
+                                          if isinstance(kind, tuple) and float in kind})
 
 
 def _coerce(name: str, value: Any) -> Any:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import configparser
 import datetime
-import importlib
 import json
 import logging
 import os
@@ -46,6 +45,8 @@ from typing import Any, Callable, Mapping, Sequence
 import yaml
 
 from .progress import ProgressTail
+from .project import (PROJECT_DIR_ENV, BadInputError, K26DeployError, collection_module_utils,  # noqa: F401
+                      find_project_dir)
 from .results import ResultBuilder, RunResult
 
 log = logging.getLogger("k26deploy")
@@ -61,7 +62,6 @@ PLAYBOOKS = {
     "bench": "playbooks/benchmark.yml",
 }
 
-PROJECT_DIR_ENV = "K26DEPLOY_PROJECT_DIR"
 PROGRESS_FILE_ENV = "K26DEPLOY_PROGRESS_FILE"
 PROGRESS_FILE_NAME = "progress.jsonl"
 #: set in ansible-playbook's environment; inherited by its forks, modules and ssh clients, it
@@ -71,14 +71,6 @@ RUN_ID_ENV = "K26DEPLOY_RUN_ID"
 
 EventCallback = Callable[[dict[str, Any]], Any]
 ProgressCallback = Callable[[dict[str, Any]], Any]
-
-
-class K26DeployError(Exception):
-    """A run could not be started."""
-
-
-class BadInputError(K26DeployError, ValueError):
-    """The caller's input is wrong (missing playbook or inventory, bad extra vars): exit code 2."""
 
 
 class Untrusted(str):
@@ -108,54 +100,6 @@ def _extra_vars_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_extra_vars_json(item) for item in value]
     return value
-
-
-def _looks_like_project(path: Path) -> bool:
-    return (path / "ansible.cfg").is_file() and (path / "deploy_k26.yml").is_file()
-
-
-def find_project_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The playbook project root.
-
-    Order: ``explicit`` argument, then ``$K26DEPLOY_PROJECT_DIR``, then the source checkout the
-    package lives in (``src/k26deploy`` -> ``../..``), then the current directory.
-    """
-    for candidate, origin in (
-        (explicit, "argument"),
-        (os.environ.get(PROJECT_DIR_ENV), PROJECT_DIR_ENV),
-    ):
-        if candidate:
-            path = Path(candidate).expanduser().resolve()
-            if not path.is_dir():
-                raise BadInputError(f"project directory {path} (from {origin}) does not exist")
-            return path
-    checkout = Path(__file__).resolve().parents[2]
-    if _looks_like_project(checkout):
-        return checkout
-    cwd = Path.cwd()
-    if _looks_like_project(cwd):
-        return cwd
-    raise BadInputError(
-        f"cannot find the k26deploy project (ansible.cfg + deploy_k26.yml): set {PROJECT_DIR_ENV} "
-        "or pass project_dir / --project-dir"
-    )
-
-
-def collection_module_utils(name: str) -> Any:
-    """The collection's ``plugins/module_utils/NAME``: the one home of what the package shares with the plugins.
-
-    Imported as Ansible imports it (``ansible_collections.k26.deploy.plugins.module_utils.NAME``); where nothing has
-    made that name importable yet (no collection loader in this process), from the project's ``.collections``, which
-    links the checkout in as k26.deploy.
-    """
-    qualified = f"ansible_collections.k26.deploy.plugins.module_utils.{name}"
-    try:
-        return importlib.import_module(qualified)
-    except ModuleNotFoundError:
-        collections = str(find_project_dir() / ".collections")
-        if collections not in sys.path:
-            sys.path.append(collections)
-        return importlib.import_module(qualified)
 
 
 def resolve_playbook(command_or_path: str, project_dir: Path) -> str:
