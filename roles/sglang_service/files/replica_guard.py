@@ -108,6 +108,9 @@ class Host(object):
         self.tls = None
         if self.base.startswith('https:'):
             self.tls = ssl.create_default_context(cafile=config.get('ca_file') or None)
+        # no proxy: the service is this host's own
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                                  urllib.request.HTTPSHandler(context=self.tls))
 
     def unit_properties(self):
         rc, out = run(['systemctl', 'show', self.unit, '--property=' + ','.join(UNIT_PROPERTIES)])
@@ -119,9 +122,7 @@ class Host(object):
             headers['Authorization'] = 'Bearer %s' % self.config['api_key']
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.base + path, data=data, headers=headers)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                             urllib.request.HTTPSHandler(context=self.tls))
-        with opener.open(request, timeout=timeout) as response:
+        with self.opener.open(request, timeout=timeout) as response:
             return response.status, response.read(4 * 1024 * 1024)
 
     def canary(self):
