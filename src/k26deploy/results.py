@@ -130,8 +130,8 @@ def _text(value: Any) -> str | None:
 
 _BOOL_FIELDS = frozenset(name for name, (kind, dummy) in RESULT_SCHEMA.items() if kind is bool)
 #: the schema's numbers, and the progress record's elapsed seconds
-_FLOAT_FIELDS = frozenset({"elapsed"} | {name for name, (kind, dummy) in RESULT_SCHEMA.items()
-                                          if isinstance(kind, tuple) and float in kind})
+_FLOAT_FIELDS = frozenset(["elapsed"] + [name for name, (kind, dummy) in RESULT_SCHEMA.items()
+                                         if isinstance(kind, tuple) and float in kind])
 
 
 def _coerce(name: str, value: Any) -> Any:
