@@ -45,8 +45,9 @@ from typing import Any, Callable, Mapping, Sequence
 import yaml
 
 from .progress import ProgressTail
-from .project import (PROJECT_DIR_ENV, BadInputError, K26DeployError, collection_module_utils,  # noqa: F401
-                      find_project_dir)
+# re-exported: the runner was their home, and callers import them from it
+from .project import (  # noqa: F401  pylint: disable=unused-import
+    PROJECT_DIR_ENV, BadInputError, K26DeployError, collection_module_utils, find_project_dir)
 from .results import ResultBuilder, RunResult
 
 log = logging.getLogger("k26deploy")
