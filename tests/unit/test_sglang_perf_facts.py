@@ -94,10 +94,11 @@ def test_every_measurement_names_its_source_and_the_layout_evidence_exists():
 
 
 @requires_real_sglang
-@pytest.mark.parametrize("key, what, source, costs_nothing", rules.SPEED_DEFAULTS, ids=lambda value: str(value)[:40])
-def test_each_speed_default_is_sglangs_own_and_on(key, what, source, costs_nothing):
+@pytest.mark.parametrize("speed_default", rules.SPEED_DEFAULTS, ids=lambda item: item[0])
+def test_each_speed_default_is_sglangs_own_and_on(speed_default):
     """K26-SPEED-DEFAULT-OFF's options: each a field of the cited file, a bool whose default is False (the feature
     on), its help the source of what the finding says it turns off."""
+    key, dummy, source, dummy = speed_default
     text = (SGLANG_SITE / "sglang" / "srt" / "arg_groups" / "fields" / source).read_text()
     field = re.search(r"^\s*%s: A\[\s*bool,(.*?)\]\s*=\s*(\w+)" % key.replace("-", "_"), text, re.M | re.S)
     assert field, "%s declares no bool field %s" % (source, key)
