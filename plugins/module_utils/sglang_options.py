@@ -87,6 +87,11 @@ def _masked(match):
     return match.group(1) + quote + SECRET_MASK + quote
 
 
+def model_path_of(options):
+    """The model the options name (``model-path``, or its ``model`` alias, in any spelling), or None."""
+    return next((value for key, value in (options or {}).items() if option_key(key) in ("model-path", "model")), None)
+
+
 def without_secrets(options):
     """The options without the secret ones: what may be passed to a module (Ansible logs a module's arguments to the
     target's journal) or shown."""

@@ -35,8 +35,7 @@ def gpu_request(gpu_facts):
 
 def model_dir(options):
     """The model directory the options name, when its config.json is on this host (else None)."""
-    path = next((value for key, value in (options or {}).items()
-                 if sglang_options.option_key(key) in ("model-path", "model")), None)
+    path = sglang_options.model_path_of(options)
     return path if path and os.path.isfile(os.path.join(str(path), "config.json")) else None
 
 

@@ -303,7 +303,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_deepgemm import deciding_config
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_perf_facts import kv_config, vision_tower
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import option_key, secret_values
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import model_path_of, secret_values
 
 
 def directory_files(path):
@@ -482,10 +482,7 @@ def main():
 
     model = None
     if params["check_model"]:
-        options = params["options"] or {}
-        path = params["model_path"] or next(
-            (v for k, v in options.items() if option_key(k) in ("model-path", "model")), None)
-        model = model_facts(path)
+        model = model_facts(params["model_path"] or model_path_of(params["options"]))
         if model is None:
             model = {"path": None, "hub_id": False, "exists": False, "is_dir": False, "has_config": False,
                      "size_bytes": None}
