@@ -1,6 +1,6 @@
 # The two commands of the README (demo, test), and each part of `make test` alone (scripts/part.sh runs each the
 # same way scripts/test.sh does). tests/unit/test_makefile.py holds every target to a recipe that runs something.
-.PHONY: setup demo test lint sanity collection unit integration molecule fleet bench
+.PHONY: setup demo test lint sanity newest collection unit integration molecule fleet bench
 
 setup:
 	scripts/setup.sh
@@ -16,6 +16,9 @@ lint: setup
 
 sanity: setup
 	scripts/part.sh sanity
+
+newest: setup
+	scripts/part.sh newest
 
 collection: setup
 	scripts/part.sh collection

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Build the local Debian 12 image with systemd and python3 (no container registry needed):
+# Build the local Debian 12 image (K26_IMAGE_SUITE=trixie: Debian 13) with systemd and python3 (no container registry):
 # debootstrap a minimal root file system from the machine's own Debian mirror, import it into podman.
 # The tag carries a hash of the recipe, so the image is rebuilt only when missing or when the recipe changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/image.env
-# The image Molecule's scenarios name when K26_IMAGE is not exported: always this recipe's build.
+# The image Molecule's scenarios name when K26_IMAGE is not exported: always this recipe's build (of Debian 12;
+# another release's is SUITE-current).
 CURRENT=localhost/k26-systemd:current
+[ "$K26_IMAGE_SUITE" = bookworm ] || CURRENT=localhost/k26-systemd:$K26_IMAGE_SUITE-current
 if podman image exists "$K26_IMAGE"; then
   podman tag "$K26_IMAGE" "$CURRENT"
   exit 0
@@ -24,7 +26,7 @@ fi
 rootfs=$(mktemp -d /var/tmp/k26-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 echo "[image] building $K26_IMAGE with debootstrap (about 90 s)"
-debootstrap --variant=minbase --include="$K26_IMAGE_PACKAGES" bookworm "$rootfs" "$mirror" > "$rootfs.log" 2>&1 || {
+debootstrap --variant=minbase --include="$K26_IMAGE_PACKAGES" "$K26_IMAGE_SUITE" "$rootfs" "$mirror" > "$rootfs.log" 2>&1 || {
   tail -n 30 "$rootfs.log" >&2; rm -f "$rootfs.log"; exit 1; }
 rm -f "$rootfs.log"
 # A container has no console to log in on; keep the boot quiet and quick.

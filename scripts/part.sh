@@ -2,6 +2,8 @@
 # One part of the test suite, the same way `make PART` and scripts/test.sh run it (after scripts/setup.sh):
 #   lint          ansible-lint (production profile), ruff and mypy: scripts/lint.sh
 #   sanity        ansible-test sanity of the collection k26.deploy
+#   newest        the newest ansible-core on Debian 13's Python 3.13 in a Debian 13 container: its ansible-test sanity
+#                 and a deploy into that container (scripts/newest_ansible.sh)
 #   collection    the collection's changelog, docs lint and execution environment
 #   demo          `make demo` and its curls from this machine
 #   unit          pytest tests/unit (pure logic and modules run in-process; a few real-SGLang checks)
@@ -28,6 +30,7 @@ pytest_on() {
 case ${1:-} in
   lint) exec scripts/lint.sh ;;
   sanity) exec tests/sanity/sanity.sh ;;
+  newest) exec scripts/newest_ansible.sh ;;
   collection) exec tests/sanity/collection.sh ;;
   demo) exec scripts/demo_check.sh ;;
   unit) pytest_on pytest-unit tests/unit ;;
@@ -35,5 +38,5 @@ case ${1:-} in
   pytest) scripts/setup_sglang_cpu.sh && pytest_on pytest tests ;;
   molecule) exec molecule test -s default ;;
   fleet) exec molecule test -s fleet ;;
-  *) echo "usage: scripts/part.sh lint|sanity|collection|demo|unit|integration|pytest|molecule|fleet" >&2; exit 2 ;;
+  *) echo "usage: scripts/part.sh lint|sanity|newest|collection|demo|unit|integration|pytest|molecule|fleet" >&2; exit 2 ;;
 esac

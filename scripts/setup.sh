@@ -5,6 +5,7 @@
 #     `ansible` bundle for collections, ansible-runner, molecule, ansible-lint, pytest)
 #   - a podman runtime that works on this machine (runc where crun cannot run, e.g. cgroups v1/hybrid)
 #   - the local Debian 12 + systemd image used by the demo, the tests and Molecule
+#     (scripts/setup.sh trixie ...: also the image of each Debian release named, e.g. for Molecule `fleet`)
 # Each step is skipped when it is already satisfied. No registry host is named here:
 # apt and pip use the machine's own configuration.
 set -euo pipefail
@@ -45,4 +46,5 @@ install -m 0644 tests/controller/k26_ansiballz_cache.py "$site/k26_ansiballz_cac
 echo 'import k26_ansiballz_cache' >"$site/k26_ansiballz_cache.pth"
 
 scripts/build_image.sh
+for suite in "$@"; do K26_IMAGE_SUITE=$suite scripts/build_image.sh; done
 log "ready: activate with 'source .venv/bin/activate'"

@@ -231,7 +231,8 @@ def run_level(module, concurrency, workdir):
     python = os.path.join(os.path.dirname(params["aiperf"]), "python")
     with GpuSampler(module, params["gpu_sample_interval"]) as sampler:
         try:
-            done = subprocess.run([python, "-c", LAUNCH_CODE] + argv[1:], env=aiperf_environment(params),
+            # not run_command: a level must end at its timeout, and AIPerf needs variables removed from its environment
+            done = subprocess.run([python, "-c", LAUNCH_CODE] + argv[1:], env=aiperf_environment(params),  # pylint: disable=ansible-bad-function
                                   input=params["api_key"] + "\n", capture_output=True, text=True,
                                   timeout=params["level_timeout"], check=False)
             output = done.stdout + done.stderr

@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = (ROOT / "Makefile").read_text()
 PHONY = re.search(r"^\.PHONY:(.*)$", MAKEFILE, re.M).group(1).split()
-PARTS = ("lint", "sanity", "collection", "unit", "integration", "molecule", "fleet")
+PARTS = ("lint", "sanity", "newest", "collection", "unit", "integration", "molecule", "fleet")
 
 
 def dry_run(target):
