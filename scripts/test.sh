@@ -7,9 +7,9 @@
 #             test_router and test_multinode hold its checks) -> `make demo` and its curls from this machine
 # checks then pytest run one after the other, in the order that fails fastest; the molecule lane runs beside them,
 # its output in a log of its own that is printed when it ends. pytest is the longest lane: sanity and the demo moved
-# beside it (2141 s on 2026-12-06 with them before it, one core of two busy; the README has the parts). Alone, Molecule kept one core of two busy (one Ansible run, one
+# beside it (2141 s on 2026-12-06 with them before it, one core of two busy; docs/testing.md has the parts). Alone, Molecule kept one core of two busy (one Ansible run, one
 # SGLang at a time) while the others waited: on two cores with a busy loop beside, 39.3 minutes side by side against
-# 44.4 one after the other (2026-12-05; 34.7 since the module_utils walk is kept for the run; the README has the parts).
+# 44.4 one after the other (2026-12-05; 34.7 since the module_utils walk is kept for the run; docs/testing.md has the parts).
 # Each part's wall time, pytest's JUnit XML and Molecule's timestamped output go to .cache/test-times/
 # (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time went, and this script prints it at
 # the end.

@@ -204,11 +204,11 @@ RTX_PRO_6000_X8 = "8x RTX PRO 6000 Blackwell (96 GB, SM120)"
 MEASUREMENTS = (
     Measurement("seed-pp8-graphs-off", "SGLang", "Kimi K2.6", RTX_PRO_6000_X8, "pcie", 1, 8, False, 0,
                 {1: 24.7, 8: 95.6},
-                "the seed deployment's benchmark (README, the seed's story)",
+                "the seed deployment's benchmark (docs/performance.md, the seed's story)",
                 "--disable-cuda-graph left from an earlier bring-up, pp-async-batch-depth 0"),
     Measurement("seed-pp8-graphs-on", "SGLang", "Kimi K2.6", RTX_PRO_6000_X8, "pcie", 1, 8, True, 8,
                 {1: 35.6, 16: 156.4, 32: 248.0},
-                "the seed deployment's benchmark (README, the seed's story)",
+                "the seed deployment's benchmark (docs/performance.md, the seed's story)",
                 "graphs back on and pp-async-batch-depth 8 in one change; at C=1 only the graphs can matter"),
     Measurement("sglang-k25-tp8", "SGLang", "Kimi K2.5", RTX_PRO_6000_X8, "pcie", 8, 1, True, 0,
                 {1: 81.5},

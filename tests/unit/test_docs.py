@@ -30,11 +30,9 @@ def test_filter_examples_use_public_variables_only(path):
 
 
 def layout_rows():
-    """{first cell: what} of the table under README.md's '## Layout'."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    """{first cell: what} of the table of docs/layout.md."""
     rows = {}
-    for line in section.splitlines():
+    for line in (ROOT / "docs" / "layout.md").read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if line.startswith("|") and len(cells) >= 2 and cells[1] and not set(cells[1]) <= {"-", " "}:
             rows[cells[0]] = cells[1]
@@ -45,11 +43,11 @@ def layout_rows():
                          + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "playbooks").glob("*.yml")))
 def test_the_layout_has_a_line_for_each_module_and_playbook(path):
     rows = layout_rows()
-    assert "`%s`" % path in rows, "README.md's Layout has no line for %s" % path
+    assert "`%s`" % path in rows, "docs/layout.md has no line for %s" % path
     assert len(rows["`%s`" % path]) > 10, "say what %s does" % path
 
 
 def test_the_layout_names_nothing_that_is_not_there():
     for cell in layout_rows():
         for path in re.findall(r"`([^`]+)`", cell):
-            assert (ROOT / path).exists(), "README.md's Layout names %s, which is not there" % path
+            assert (ROOT / path).exists(), "docs/layout.md names %s, which is not there" % path
