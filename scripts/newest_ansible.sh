@@ -2,8 +2,8 @@
 # The newest ansible-core, on Debian 13's Python 3.13, in a Debian 13 container this project builds (debootstrap, as
 # the test image is built): ansible-test sanity of the collection with that ansible-core, then one real deploy of the
 # demo's settings into the same container (Debian 13 and its systemd as the managed host, reached by the local
-# connection), a second deploy that must change nothing, the endpoint's answer, and the unit's exposure by that
-# systemd's own `systemd-analyze security`.
+# connection), the endpoint's answer, and the units' exposure by that systemd's own `systemd-analyze security`. (A
+# second deploy that changes nothing is left to the Debian 12 tests: it would add a minute and a half to make test.)
 #
 # The container reaches no package registry: what it installs is downloaded on this machine first, by pip as this
 # machine configures it (--python-version 3.13, wheels only), and handed in as a directory of wheels.
@@ -80,18 +80,13 @@ in_box 'cd /k26/tree/ansible_collections/k26/deploy &&
 }
 [[ $parts == *" deploy "* ]] || exit 0
 
-deploy() {
-  in_box "cd /k26/tree/ansible_collections/k26/deploy && ANSIBLE_COLLECTIONS_PATH=/k26/tree ANSIBLE_NOCOLOR=1 \
-    /opt/newest/bin/ansible-playbook -i /k26/inventory deploy_k26.yml" | tee "$work/deploy.log" | tail -n 4
-}
 say "deploy the demo's settings into the Debian 13 container"
-deploy
-say "the same deploy again: changes nothing"
-deploy
-grep -Eq 'localhost +: ok=[0-9]+ +changed=0 +unreachable=0 +failed=0' "$work/deploy.log" || {
-  grep -B2 -A12 'changed: ' "$work/deploy.log" | head -n 60; say "the second deploy changed something"; exit 1; }
-key=$(cat "$work/inventory/.secrets/api_key")
-in_box "curl -sf -H 'Authorization: Bearer $key' http://127.0.0.1:30000/v1/models" | grep -q '"kimi-k2.6"'
+in_box "cd /k26/tree/ansible_collections/k26/deploy && ANSIBLE_COLLECTIONS_PATH=/k26/tree ANSIBLE_NOCOLOR=1 \
+  /opt/newest/bin/ansible-playbook -i /k26/inventory deploy_k26.yml" >"$work/deploy.log" || {
+  tail -n 60 "$work/deploy.log"; say "the deploy failed"; exit 1; }
+grep -A2 '^PLAY RECAP' "$work/deploy.log"
+in_box 'curl -sf -H "Authorization: Bearer $(cat /k26/inventory/.secrets/api_key)" http://127.0.0.1:30000/v1/models' |
+  grep -q '"kimi-k2.6"'
 say "the endpoint answers with the key"
 for unit in sglang.service sglang-guard.service; do
   exposure=$(in_box "systemd-analyze security $unit --no-pager" |
