@@ -3,13 +3,14 @@
 # meanwhile):
 #   checks:   ansible-lint (production profile), ruff, mypy -> changelog, docs lint, execution environment
 #   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (3)
-#   molecule: ansible-test sanity -> the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand:
-#             test_router and test_multinode hold its checks) -> `make demo` and its curls from this machine
+#   molecule: ansible-test sanity -> the newest ansible-core on Debian 13 (scripts/newest_ansible.sh, 112 s alone)
+#             -> the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
+#             test_multinode hold its checks) -> `make demo` and its curls from this machine
 # checks then pytest run one after the other, in the order that fails fastest; the molecule lane runs beside them,
 # its output in a log of its own that is printed when it ends. pytest is the longest lane: sanity and the demo moved
-# beside it (2141 s on 2026-12-06 with them before it, one core of two busy; docs/testing.md has the parts). Alone, Molecule kept one core of two busy (one Ansible run, one
-# SGLang at a time) while the others waited: on two cores with a busy loop beside, 39.3 minutes side by side against
-# 44.4 one after the other (2026-12-05; 34.7 since the module_utils walk is kept for the run; docs/testing.md has the parts).
+# beside it (2141 s on 2026-12-06 with them before it, one core of two busy). Alone, Molecule kept one core of two
+# busy (one Ansible run, one SGLang at a time) while the others waited: on two cores with a busy loop beside, 39.3
+# minutes side by side against 44.4 one after the other (2026-12-05; docs/testing.md has the parts).
 # Each part's wall time, pytest's JUnit XML and Molecule's timestamped output go to .cache/test-times/
 # (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time went, and this script prints it at
 # the end.
@@ -108,6 +109,7 @@ molecule_downloads() { wait_for setup-sglang-wheelhouse && wait_for setup-sglang
 molecule_lane() {
   local lane=molecule
   part "ansible-test sanity (the collection k26.deploy)" scripts/part.sh sanity &&
+    part "the newest ansible-core on Debian 13: its sanity and a deploy" scripts/part.sh newest &&
     part "set-up: SGLang's wheels and real SGLang on CPU (downloaded in the background)" molecule_downloads &&
     part "molecule: default (the real SGLang)" molecule_default &&
     part "make demo, and its curls from this machine" scripts/part.sh demo
