@@ -656,8 +656,9 @@ def check_kv_cache(ctx):
                      "KV cache's size (max_req_len = min(context length, KV tokens) - 1)." % context,
                      "set context-length to %d or less, raise mem-fraction-static (SGLang's published TP8 commands "
                      "on 8x RTX PRO 6000 use 0.90-0.94), or use more GPUs; kv-cache-dtype fp8 doubles the tokens, "
-                     "but with the original Kimi checkpoint on SM120 it dropped SGLang's decode to 16 tok/s "
-                     "(voipmonitor/rtx6kpro models/kimi-k25.md)" % budget["tokens"], evidence)
+                     "but with the original Kimi checkpoint on SM120 it dropped stock SGLang's decode to 16 tok/s "
+                     "(voipmonitor/rtx6kpro models/kimi-k25.md, which also reports about 101 on a patched SGLang: "
+                     "measure it with k26deploy tune)" % budget["tokens"], evidence)
     return found(head + (": %d request(s) of the full context length %d fit." % (budget["tokens"] // context, context)
                          if context else "."), NOTHING_TO_DO, evidence, INFO)
 

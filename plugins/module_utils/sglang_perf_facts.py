@@ -213,7 +213,9 @@ MEASUREMENTS = (
     Measurement("sglang-k25-tp8", "SGLang", "Kimi K2.5", RTX_PRO_6000_X8, "pcie", 8, 1, True, 0,
                 {1: 81.5},
                 "voipmonitor/rtx6kpro models/kimi-k25.md (Launch Commands -- SGLang, BF16 KV cache)",
-                "published as 73-90 tok/s (the middle kept)"),
+                "published as 73-90 tok/s (the middle kept); with settings of its own that this package does not "
+                "set: NCCL_P2P_LEVEL, the flashinfer attention backend, mem-fraction-static 0.94, "
+                "cuda-graph-max-bs 16"),
     Measurement("sglang-k25-tp8-ep8-custom-ar", "SGLang", "Kimi K2.5", RTX_PRO_6000_X8 + ", PCIe switches",
                 "pcie-custom-allreduce", 8, 1, True, 0,
                 {1: 101.0},
@@ -227,8 +229,12 @@ MEASUREMENTS = (
 
 # The rows a layout choice on 8 PCIe-only GPUs stands on (stock SGLang and the same hardware class).
 PCIE8_LAYOUT_EVIDENCE = ("seed-pp8-graphs-on", "sglang-k25-tp8", "vllm-k26-tp8")
-# An 8x H200 (NVLink) reference: SGLang's cookbook serves Kimi K2.x with --tp 8 (K2.5, 0.5.9: 106 tok/s at C=1).
-NVLINK_LAYOUT_SOURCE = "SGLang cookbook, Kimi K2.5/K2.6: --tp 8 on 8x H200 (106 tok/s at C=1, 258 at C=16)"
+# An 8x H200 (NVLink) reference: SGLang's cookbook serves Kimi K2.x with --tp 8. Its figures are its own: Kimi K2.5
+# on SGLang 0.5.6.post2 (sgl-cookbook docs/autoregressive/Moonshotai/Kimi-K2.5.md, 5.2 Speed Benchmark), the stock
+# command (--tp 8, no other tuning), bench_serving random 1000 in / 1000 out: output 106.10 tok/s at concurrency 1,
+# 258.18 at 16.
+NVLINK_LAYOUT_SOURCE = ("SGLang cookbook, Kimi K2.5 on SGLang 0.5.6.post2: --tp 8 on 8x H200, stock options "
+                        "(bench_serving random 1K/1K: 106 tok/s at C=1, 258 at C=16)")
 
 
 def measurement(row_id):
@@ -239,7 +245,9 @@ def evidence_line(row):
     figures = ", ".join("C=%d %.1f" % (c, v) for c, v in sorted(row.tokens_per_s.items()))
     layout = " ".join(part for part in ("TP%d" % row.tp if row.tp > 1 else "", "PP%d" % row.pp if row.pp > 1 else "")
                       if part)
-    return "%s %s %s on %s: %s tok/s (%s)" % (row.engine, row.model, layout, row.hardware, figures, row.source)
+    # the note says under which settings the figures were measured: they hold for those, not for ours
+    return "%s %s %s on %s: %s tok/s (%s; %s)" % (row.engine, row.model, layout, row.hardware, figures, row.source,
+                                                  row.note)
 
 
 def best_at_one(rows):
