@@ -3,7 +3,7 @@
 #   lint          ansible-lint (production profile), ruff and mypy: scripts/lint.sh
 #   sanity        ansible-test sanity of the collection k26.deploy
 #   newest        the newest ansible-core on Debian 13's Python 3.13 in a Debian 13 container: its ansible-test sanity
-#                 and a deploy into that container (scripts/newest_ansible.sh)
+#                 and a deploy into that container (scripts/newest_ansible.sh; by hand, not in make test)
 #   collection    the collection's changelog, docs lint and execution environment
 #   demo          `make demo` and its curls from this machine
 #   unit          pytest tests/unit (pure logic and modules run in-process; a few real-SGLang checks)

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Every test of the project, in three lanes after the set-up (what the lanes download comes in the background
 # meanwhile):
-#   checks:   ansible-lint (production profile), ruff, mypy -> changelog, docs lint, execution environment
+#   checks:   ansible-lint (production profile), ruff, mypy -> ansible-test sanity -> changelog, docs lint, execution
+#             environment -> `make demo` and its curls from this machine
 #   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (3)
-#   molecule: ansible-test sanity -> the newest ansible-core on Debian 13 (scripts/newest_ansible.sh, 112 s alone)
-#             -> the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
-#             test_multinode hold its checks) -> `make demo` and its curls from this machine
-# checks then pytest run one after the other, in the order that fails fastest; the molecule lane runs beside them,
-# its output in a log of its own that is printed when it ends. pytest is the longest lane: sanity and the demo moved
-# beside it (2141 s on 2026-12-06 with them before it, one core of two busy). Alone, Molecule kept one core of two
-# busy (one Ansible run, one SGLang at a time) while the others waited: on two cores with a busy loop beside, 39.3
-# minutes side by side against 44.4 one after the other (2026-12-05; docs/testing.md has the parts).
+#   molecule: the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
+#             test_multinode hold its checks)
+# checks then pytest run one after the other, in the order that fails fastest; molecule runs beside them, its output
+# in a log of its own that is printed when it ends. Alone, Molecule kept one core of two busy (one Ansible run, one
+# SGLang at a time) while the others waited: on two cores with a busy loop beside, 39.3 minutes side by side against
+# 44.4 one after the other (2026-12-05). More beside pytest is slower, not faster: the suite keeps both cores busy.
+# With sanity and the demo moved into the Molecule lane and the newest ansible-core's lane (make newest, 112 s alone)
+# added there, it took 2552 s against 2141 (2026-12-06, a busy loop beside): make newest stays out of make test.
 # Each part's wall time, pytest's JUnit XML and Molecule's timestamped output go to .cache/test-times/
 # (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time went, and this script prints it at
 # the end.
@@ -91,7 +92,9 @@ rm -rf "$K26_ANSIBALLZ_CACHE"
 checks_lane() {
   local lane=checks
   part "ansible-lint (production profile), ruff, mypy" scripts/part.sh lint &&
-    part "the collection's changelog, docs and execution environment" scripts/part.sh collection
+    part "ansible-test sanity (the collection k26.deploy)" scripts/part.sh sanity &&
+    part "the collection's changelog, docs and execution environment" scripts/part.sh collection &&
+    part "make demo, and its curls from this machine" scripts/part.sh demo
 }
 
 # K26_TEST_WORKERS workers (3), a test file each at a time (a file's containers are set up once for its tests);
@@ -108,11 +111,8 @@ molecule_default() { scripts/part.sh molecule 2>&1 | stamp "$TIMES/molecule-defa
 molecule_downloads() { wait_for setup-sglang-wheelhouse && wait_for setup-sglang-cpu; }
 molecule_lane() {
   local lane=molecule
-  part "ansible-test sanity (the collection k26.deploy)" scripts/part.sh sanity &&
-    part "the newest ansible-core on Debian 13: its sanity and a deploy" scripts/part.sh newest &&
-    part "set-up: SGLang's wheels and real SGLang on CPU (downloaded in the background)" molecule_downloads &&
-    part "molecule: default (the real SGLang)" molecule_default &&
-    part "make demo, and its curls from this machine" scripts/part.sh demo
+  part "set-up: SGLang's wheels and real SGLang on CPU (downloaded in the background)" molecule_downloads &&
+    part "molecule: default (the real SGLang)" molecule_default
 }
 
 molecule_lane >"$TIMES/lane-molecule.log" 2>&1 &
