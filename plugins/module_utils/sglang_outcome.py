@@ -15,10 +15,11 @@ The record:
 * ``restarted``: this run restarted the service (None when not known);
 * ``startup``: the start this run caused, as kept on the controller (phases, last good start, findings);
 * ``precompile``: the DeepGEMM precompile this run ran before its start (seconds, key, unit);
-* ``phase``: where the deploy's one failure path stands (``entered``), which tells its rescue what a failure is:
-  ``precompile`` and ``gate`` (the readiness wait, the instance's check, the benchmark gate): a failed change, rolled
-  back; ``benchmark``: the sweep could not run, reported and not rolled back (``sweep_failed``); ``start`` (the
-  restart and the start) and None (a look before them): the failed task's own failure, not rolled back;
+* ``phase``: where the deploy's one failure path stands (``entered``), which tells its rescue what a failure is
+  (``on_failure``, from ON_FAILURE): ``precompile``, ``start`` (the restart and the start systemd runs) and ``gate``
+  (the readiness wait, the instance's check, the benchmark gate): a failed change, rolled back; ``benchmark``: the
+  sweep could not run, reported and not rolled back (``sweep_failed``); None (a look before them): the failed task's
+  own failure;
 * the run's own state, what a later step needs from an earlier one: ``invocation_before`` (the unit's InvocationID
   before this run's restart), ``restarts`` (this run's files changed: it restarts the service; the other nodes of a
   multi-node instance read it too), ``retired`` (the services this run retires, as they were: ``name``, ``found``,
@@ -49,6 +50,15 @@ def start(invocation_before=None, restarts=False):
 
 
 PHASES = ('precompile', 'start', 'gate', 'benchmark')
+
+# What a failure in each phase of a deploy means; the one rescue of roles/sglang_service/tasks/steps/apply.yml does
+# what on_failure() says. Every failure after a changed configuration was written (its precompile, a restart or start
+# systemd refused, a crash, a crash loop, not ready in time, the instance's check, the benchmark's gate) is rolled back
+# to the last configuration that reached ready (unless sglang_service_rollback is off), with the retired services and
+# the routers given back what they had; a benchmark sweep that could not run is reported, and the deploy fails at its
+# end with the configuration kept (it reached ready). A failure before the first phase is a look at the host: nothing
+# was started, and the deploy fails as that task did.
+ON_FAILURE = {'precompile': 'roll_back', 'start': 'roll_back', 'gate': 'roll_back', 'benchmark': 'report'}
 
 
 def _next(outcome, **changes):
@@ -127,6 +137,11 @@ def entered(outcome, phase):
     if phase not in PHASES:
         raise OutcomeError('%s is not a phase of a deploy (%s)' % (phase, ', '.join(PHASES)))
     return _next(outcome, phase=phase)
+
+
+def on_failure(outcome):
+    """What the deploy's rescue does for a failure in the outcome's phase: ``roll_back``, ``report`` or ``fail``."""
+    return ON_FAILURE.get((outcome or {}).get('phase'), 'fail')
 
 
 def gate_failure(outcome):

@@ -84,6 +84,25 @@ def test_a_restored_configuration_that_fails_too_is_reported(changes):
         box.exec("sed -i '/^SGLANG_SIM_FAILURE=crash_loading$/d' %s/env" % STORE)
 
 
+def test_a_change_whose_start_systemd_refuses_is_rolled_back(changes):
+    """The rollback decision for a failed start (sglang_outcome.ON_FAILURE): a changed configuration that systemd
+    refuses to start (here a drop-in's ExecStartPre that fails while the environment file holds the change's mark) is
+    rolled back, and the previous configuration serves again."""
+    box, inventory, runs = changes
+    good = managed_files(box)
+    dropin = "/etc/systemd/system/sglang.service.d/k26-test-refuse.conf"
+    box.put(dropin, "[Service]\nExecStartPre=/bin/sh -c '! grep -q K26_TEST_REFUSED /etc/sglang/sglang.env'\n")
+    box.exec("systemctl daemon-reload")
+    try:
+        refused = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "refused",
+                                   extra_vars={"sglang_service_environment": {"K26_TEST_REFUSED": "1"}})
+    finally:
+        box.exec("rm -f %s && systemctl daemon-reload" % dropin)
+    host = refused.hosts[box.name]
+    assert refused.exit_code == 1 and host.rolled_back is True, refused.to_json()
+    assert managed_files(box) == good and box.systemctl("is-active", "--quiet", UNIT, check=False).returncode == 0
+
+
 def crash_change(served_fixture, name):
     """Deploy a change that crashes while loading (its run's artifacts under runs/NAME): the host's result."""
     box, inventory, runs = served_fixture

@@ -330,3 +330,20 @@ def test_every_value_of_the_published_record_reaches_the_host_result():
     # the excerpt's lines arrive as one text, as the CLI prints it
     expected = dict(record, journal_excerpt="\n".join(record["journal_excerpt"]))
     assert {name: getattr(host, name) for name in sglang_result.FIELDS} == expected
+
+
+@pytest.mark.parametrize("phase, action", [
+    (None, "fail"),             # a look at the host before anything started
+    ("precompile", "roll_back"),  # the change's kernels did not compile
+    ("start", "roll_back"),     # systemd refused the restart or the start of the changed configuration
+    ("gate", "roll_back"),      # a crash, a crash loop, not ready in time, the instance's check, the benchmark's gate
+    ("benchmark", "report"),    # the sweep could not run: the configuration reached ready and is kept
+])
+def test_every_failure_after_a_written_change_is_rolled_back(phase, action):
+    record = deploy(("entered", phase)) if phase else deploy()
+    assert outcome.on_failure(record) == action
+    assert outcome.on_failure(None) == "fail"
+
+
+def test_each_phase_has_its_decision():
+    assert set(outcome.ON_FAILURE) == set(outcome.PHASES)
