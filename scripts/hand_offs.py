@@ -18,8 +18,12 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from role_shape import facts_set  # noqa: E402  (the same reading of what a task list sets)
+
 ROOT = Path(__file__).resolve().parents[1]
-SET_FACT = {"set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact"}
+WRITING = ("roles/*/tasks/**/*.yml", "roles/*/handlers/*.yml", "playbooks/*.yml")
+PLAY_TASK_LISTS = ("pre_tasks", "tasks", "post_tasks", "handlers")
 COMMENT_LINE = re.compile(r"^\s*#.*$", re.M)
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -30,9 +34,9 @@ def owner(path: Path, root: Path = ROOT) -> str:
     return "role %s" % relative.parts[1] if relative.parts[0] == "roles" else relative.as_posix()
 
 
-def files(root: Path = ROOT, patterns=("roles/*/tasks/**/*.yml", "roles/*/handlers/*.yml", "playbooks/*.yml")):
-    found = [path for pattern in patterns for path in root.glob(pattern)]
-    return sorted(found + [root / "deploy_k26.yml"])
+def files(root: Path = ROOT) -> list[Path]:
+    """The files that may write a value: the roles' task and handler files, and the playbooks."""
+    return sorted([path for pattern in WRITING for path in root.glob(pattern)] + [root / "deploy_k26.yml"])
 
 
 def reading_files(root: Path = ROOT) -> list[Path]:
@@ -42,20 +46,13 @@ def reading_files(root: Path = ROOT) -> list[Path]:
     return sorted(set(files(root)) | set(more))
 
 
-def written(node, names: set[str]) -> set[str]:
-    """The names a task tree sets: set_fact keys and register targets."""
-    if isinstance(node, dict):
-        for action in SET_FACT & node.keys():
-            if isinstance(node[action], dict):
-                names.update(name for name in node[action] if name != "cacheable")
-        if isinstance(node.get("register"), str):
-            names.add(node["register"])
-        for value in node.values():
-            written(value, names)
-    elif isinstance(node, list):
-        for value in node:
-            written(value, names)
-    return names
+def written(path: Path, root: Path = ROOT) -> set[str]:
+    """The names a role's task file or a playbook's plays set (register, set_fact)."""
+    document = yaml.load(path.read_text(), Loader=LOADER) or []
+    if path.relative_to(root).parts[0] == "roles":
+        return facts_set(document)
+    return set().union(*(facts_set(play.get(key)) for play in document if isinstance(play, dict)
+                         for key in PLAY_TASK_LISTS))
 
 
 def scan(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
@@ -63,7 +60,7 @@ def scan(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
     writers: dict[str, set[str]] = {}
     texts: dict[str, str] = {}
     for path in files(root):
-        for name in written(yaml.load(path.read_text(), Loader=LOADER), set()):
+        for name in written(path, root):
             if not name.startswith("__"):
                 writers.setdefault(name, set()).add(owner(path, root))
     for path in reading_files(root):

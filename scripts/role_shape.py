@@ -99,17 +99,25 @@ def includes(path: Path) -> list[tuple[str, str | None]]:
     return found
 
 
-def names_set(path: Path, role: str) -> set[str]:
-    """Private names a task file sets: register, set_fact keys, vars keys (task, block, include), loop_var, the
-    name include_vars puts a file's variables under."""
-    pattern = private_pattern(role)
+def facts_set(tasks) -> set[str]:
+    """The names a task list sets as the host's facts (blocks opened): register targets and set_fact keys."""
     found = set()
-    for task in _tasks(yaml.safe_load(path.read_text())):
+    for task in _tasks(tasks):
         if isinstance(task.get("register"), str):
             found.add(task["register"])
         for action in SET_FACT_ACTIONS & set(task):
             if isinstance(task[action], dict):
-                found.update(task[action])
+                found.update(name for name in task[action] if name != "cacheable")
+    return found
+
+
+def names_set(path: Path, role: str) -> set[str]:
+    """Private names a task file sets: register, set_fact keys, vars keys (task, block, include), loop_var, the
+    name include_vars puts a file's variables under."""
+    pattern = private_pattern(role)
+    tasks = yaml.safe_load(path.read_text())
+    found = facts_set(tasks)
+    for task in _tasks(tasks):
         if isinstance(task.get("vars"), dict):
             found.update(task["vars"])
         for action in INCLUDE_VARS_ACTIONS & set(task):
