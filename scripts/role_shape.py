@@ -5,7 +5,7 @@ includes nest, which private names the files share and which values one file han
 
 What is counted (task files parsed with PyYAML; comments are read only for the "In:" lists):
 
-* task files: every .yml under tasks/ (steps/ included); entry points: the names in meta/argument_specs.yml;
+* task files: every .yml under tasks/; entry points: the names in meta/argument_specs.yml; steps: the others;
 * include/import lines: tasks that include or import tasks or a role; depth: the longest chain of task-file
   includes from an entry point (main -> a -> b is 2);
 * private names: distinct ``__<role>_*`` names in the task files' YAML (keys and strings);
@@ -191,7 +191,7 @@ def shape(role_dir: Path) -> dict:
         "task_files": len(files),
         "entry_points": len(entries),
         "entry_points_outside_tasks_top": sorted(set(entries) - {p.stem for p in (role_dir / "tasks").glob("*.yml")}),
-        "steps_among_entry_points": sorted({p.stem for p in (role_dir / "tasks").glob("*.yml")} - set(entries)),
+        "steps": sorted({p.stem for p in (role_dir / "tasks").rglob("*.yml")} - set(entries)),
         "include_import_lines": sum(len(includes(path)) for path in files),
         "max_depth": nest,
         "deepest_chain": " -> ".join(chain),

@@ -38,7 +38,6 @@ class FilterModule:
             "sglang_outcome": outcome,
             "sglang_outcome_now": sglang_outcome.current,
             "sglang_outcome_gate_failure": sglang_outcome.gate_failure,
-            "sglang_outcome_on_failure": sglang_outcome.on_failure,
             "sglang_outcome_result": outcome_result,
             "sglang_result": result,
         }

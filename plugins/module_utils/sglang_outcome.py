@@ -15,11 +15,6 @@ The record:
 * ``restarted``: this run restarted the service (None when not known);
 * ``startup``: the start this run caused, as kept on the controller (phases, last good start, findings);
 * ``precompile``: the DeepGEMM precompile this run ran before its start (seconds, key, unit);
-* ``phase``: where the deploy's one failure path stands (``entered``), which tells its rescue what a failure is
-  (``on_failure``, from ON_FAILURE): ``precompile``, ``start`` (the restart and the start systemd runs) and ``gate``
-  (the readiness wait, the instance's check, the benchmark gate): a failed change, rolled back; ``benchmark``: the
-  sweep could not run, reported and not rolled back (``sweep_failed``); None (a look before them): the failed task's
-  own failure;
 * the run's own state, what a later step needs from an earlier one: ``invocation_before`` (the unit's InvocationID
   before this run's restart), ``restarts`` (this run's files changed: it restarts the service; the other nodes of a
   multi-node instance read it too), ``retired`` (the services this run retires, as they were: ``name``, ``found``,
@@ -44,21 +39,9 @@ def start(invocation_before=None, restarts=False):
     """A fresh record for a run whose unit had the InvocationID ``invocation_before`` before it ('' when it had
     none, None when not known), and which restarts the service when ``restarts`` (its files changed)."""
     return {'wait': None, 'failure': None, 'rollback': None, 'benchmark': None, 'benchmark_error': '',
-            'restarted': None, 'startup': None, 'precompile': None, 'phase': None,
+            'restarted': None, 'startup': None, 'precompile': None,
             'invocation_before': invocation_before, 'restarts': bool(restarts), 'retired': [],
             'left_routers': False, 'left_out': ''}
-
-
-PHASES = ('precompile', 'start', 'gate', 'benchmark')
-
-# What a failure in each phase of a deploy means; the one rescue of roles/sglang_service/tasks/steps/apply.yml does
-# what on_failure() says. Every failure after a changed configuration was written (its precompile, a restart or start
-# systemd refused, a crash, a crash loop, not ready in time, the instance's check, the benchmark's gate) is rolled back
-# to the last configuration that reached ready (unless sglang_service_rollback is off), with the retired services and
-# the routers given back what they had; a benchmark sweep that could not run is reported, and the deploy fails at its
-# end with the configuration kept (it reached ready). A failure before the first phase is a look at the host: nothing
-# was started, and the deploy fails as that task did.
-ON_FAILURE = {'precompile': 'roll_back', 'start': 'roll_back', 'gate': 'roll_back', 'benchmark': 'report'}
 
 
 def _next(outcome, **changes):
@@ -130,18 +113,6 @@ def sweep_failed(outcome, task_name, failed_result):
         '?' if task_name is None else task_name, task.get('msg', ''),
         ' | '.join(str(line) for line in (task.get('stderr_lines') or [])[-6:]))
     return benchmarked(outcome, None, error)
-
-
-def entered(outcome, phase):
-    """The deploy enters ``phase`` (one of PHASES): from now on its rescue counts a failure as this phase's."""
-    if phase not in PHASES:
-        raise OutcomeError('%s is not a phase of a deploy (%s)' % (phase, ', '.join(PHASES)))
-    return _next(outcome, phase=phase)
-
-
-def on_failure(outcome):
-    """What the deploy's rescue does for a failure in the outcome's phase: ``roll_back``, ``report`` or ``fail``."""
-    return ON_FAILURE.get((outcome or {}).get('phase'), 'fail')
 
 
 def gate_failure(outcome):
@@ -287,7 +258,6 @@ TRANSITIONS = {
     'started_up': started_up,
     'precompiled': precompiled,
     'sweep_failed': sweep_failed,
-    'entered': entered,
     'retiring': retiring,
     'left_routers': left_routers,
     'left_out': left_out,

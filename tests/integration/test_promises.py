@@ -85,7 +85,7 @@ def test_a_restored_configuration_that_fails_too_is_reported(changes):
 
 
 def test_a_change_whose_start_systemd_refuses_is_rolled_back(changes):
-    """The rollback decision for a failed start (sglang_outcome.ON_FAILURE): a changed configuration that systemd
+    """A failed start is a failed change (start.yml runs in main.yml's rolled-back block): a changed configuration that systemd
     refuses to start (here a drop-in's ExecStartPre that fails while the environment file holds the change's mark) is
     rolled back, and the previous configuration serves again."""
     box, inventory, runs = changes

@@ -57,7 +57,7 @@ def start_sim(tmp_path, model_dir):
 
 @pytest.fixture
 def guard_dir(tmp_path):
-    """The replica guard installed as roles/sglang_service/tasks/steps/guard.yml installs it: its files in one folder."""
+    """The replica guard installed as roles/sglang_service/tasks/guard.yml installs it: its files in one folder."""
     role = Path(__file__).resolve().parents[2] / "roles" / "sglang_service"
     listed = yaml.safe_load((role / "vars" / "main.yml").read_text())["__sglang_service_guard_files"]
     folder = tmp_path / "guard"

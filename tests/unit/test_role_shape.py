@@ -1,5 +1,6 @@
-"""The shape of the sglang_service role's tasks (issue 38; scripts/role_shape.py measures it): tasks/ holds the
-entry points that meta/argument_specs.yml names and nothing else, the steps they include lie in tasks/steps/."""
+"""The shape of the sglang_service role's tasks (issues 38 and 52; scripts/role_shape.py measures it): tasks/ is flat,
+the entry points that meta/argument_specs.yml names beside the named steps they include, two levels deep at most, and
+a failure's meaning is the block it failed in."""
 
 import importlib.util
 from pathlib import Path
@@ -15,10 +16,10 @@ role_shape = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(role_shape)
 
 
-def test_tasks_holds_exactly_the_entry_points():
-    top = sorted(path.stem for path in (ROLE / "tasks").glob("*.yml"))
-    assert top == role_shape.entry_points(ROLE)
-    assert [path.name for path in (ROLE / "tasks").iterdir() if path.is_dir()] == ["steps"]
+def test_tasks_is_flat_and_holds_every_entry_point():
+    assert [path.name for path in (ROLE / "tasks").iterdir() if path.is_dir()] == []
+    top = {path.stem for path in (ROLE / "tasks").glob("*.yml")}
+    assert set(role_shape.entry_points(ROLE)) <= top
 
 
 def test_every_step_is_included_and_every_include_names_a_file():
@@ -28,19 +29,13 @@ def test_every_step_is_included_and_every_include_names_a_file():
         for action, target in role_shape.includes(path):
             if target is None:
                 continue
+            assert "/" not in target, "%s: %s %s: a step is named by its file's name" % (
+                path.relative_to(ROLE), action, target)
             assert (ROLE / "tasks" / target).is_file(), "%s: %s %s: no such file under tasks/" % (
                 path.relative_to(ROLE), action, target)
-            included.add(target)
-    steps = {str(path.relative_to(ROLE / "tasks")) for path in (ROLE / "tasks" / "steps").glob("*.yml")}
+            included.add(Path(target).stem)
+    steps = {path.stem for path in (ROLE / "tasks").glob("*.yml")} - set(role_shape.entry_points(ROLE))
     assert steps <= included, "steps nothing includes: %s" % sorted(steps - included)
-
-
-@pytest.mark.parametrize("path", sorted((ROLE / "tasks").rglob("*.yml")), ids=lambda p: str(p.relative_to(ROLE)))
-def test_includes_name_steps_by_their_path_under_tasks(path):
-    """Every include says steps/NAME.yml (or an entry point's NAME.yml): the same text from any file."""
-    for dummy, target in role_shape.includes(path):
-        if target is not None:
-            assert target.startswith("steps/") or Path(target).stem in role_shape.entry_points(ROLE), target
 
 
 def _role_constants():
@@ -68,16 +63,40 @@ def test_no_value_is_handed_silently():
     assert role_shape.silent_handovers(ROLE, ROLE.name) == {}
 
 
-def test_includes_nest_three_levels_at_most():
+def test_includes_nest_two_levels_at_most():
     nest, chain = role_shape.depth(ROLE)
-    assert nest <= 3, " -> ".join(chain)
+    assert nest <= 2, " -> ".join(chain)
 
 
-def test_the_role_has_one_failure_path():
-    """One rescue (steps/apply.yml's): the precompile, the start, the gate and the benchmark fail into it."""
-    rescues = [str(path.relative_to(ROLE / "tasks")) for path in role_shape.task_files(ROLE)
-               for task in role_shape._tasks(yaml.safe_load(path.read_text())) if "rescue" in task]
-    assert rescues == ["steps/apply.yml"]
+def _rescued_blocks(path):
+    """(the files a block includes, the files its rescue includes, the transitions its rescue applies) for each block
+    of ``path`` that has a rescue."""
+    def targets(tasks):
+        return [str(task.get(key)) for task in tasks for key in ("ansible.builtin.import_tasks",
+                                                                 "ansible.builtin.include_tasks") if key in task]
+    found = []
+    for task in role_shape._tasks(yaml.safe_load(path.read_text())):
+        if "rescue" in task:
+            transitions = [word for rescue in task["rescue"] for word in ("rescued", "sweep_failed")
+                           if "sglang_outcome('%s'" % word in str(rescue)]
+            found.append((targets(task["block"]), targets(task["rescue"]), transitions))
+    return found
+
+
+def test_a_failed_start_or_gate_is_rolled_back_by_the_block_it_failed_in():
+    """Issue 52: the failure's meaning is the block: main.yml's one block holds start.yml and gate.yml, and its rescue
+    rolls back (rollback.yml) and gives back what the change took (failed_change.yml)."""
+    assert _rescued_blocks(ROLE / "tasks" / "main.yml") == [
+        (["start.yml", "gate.yml"], ["rollback.yml", "failed_change.yml"], ["rescued"])]
+
+
+def test_a_sweep_that_could_not_run_is_reported_not_rolled_back():
+    assert _rescued_blocks(ROLE / "tasks" / "gate.yml") == [(["benchmark.yml"], [], ["sweep_failed"])]
+
+
+def test_no_other_file_has_a_rescue():
+    rescued = sorted(path.name for path in role_shape.task_files(ROLE) if _rescued_blocks(path))
+    assert rescued == ["gate.yml", "main.yml"]
 
 
 @pytest.mark.parametrize("name", ["__sglang_service_invocation_before", "__sglang_service_retiring",

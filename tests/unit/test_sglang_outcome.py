@@ -260,8 +260,8 @@ def test_the_routers_result_is_built_by_the_services_transitions_and_function(tm
 
 def test_a_sweep_that_could_not_run_says_which_task_failed_and_its_last_lines():
     failed = {"msg": "non-zero return code", "stderr_lines": ["line %d" % n for n in range(8)]}
-    record = deploy(("waited", READY), ("entered", "benchmark"), ("sweep_failed", "Run AIPerf", failed))
-    assert record["benchmark"] is None and record["failure"] is None and record["phase"] == "benchmark"
+    record = deploy(("waited", READY), ("sweep_failed", "Run AIPerf", failed))
+    assert record["benchmark"] is None and record["failure"] is None
     assert record["benchmark_error"] == ("the benchmark could not run (Run AIPerf): non-zero return code "
                                          "line 2 | line 3 | line 4 | line 5 | line 6 | line 7")
     result = outcome.result(record, SERVICE)
@@ -271,15 +271,6 @@ def test_a_sweep_that_could_not_run_says_which_task_failed_and_its_last_lines():
 def test_a_sweep_that_could_not_run_without_a_task_name_or_message():
     record = deploy(("sweep_failed", None, {}))
     assert record["benchmark_error"] == "the benchmark could not run (?):  "
-
-
-def test_the_phase_starts_empty_and_is_only_one_of_the_deploys_phases():
-    assert outcome.start()["phase"] is None
-    assert [deploy(("entered", phase))["phase"] for phase in outcome.PHASES] == list(outcome.PHASES)
-    record = deploy(("entered", "gate"), ("waited", CRASHED), ("rescued", {}))
-    assert record["phase"] == "gate" and record["failure"]["reason"] == "unit_failed"
-    with pytest.raises(outcome.OutcomeError):
-        deploy(("entered", "rollback"))
 
 
 def test_the_run_state_starts_with_the_invocation_before_and_whether_it_restarts():
@@ -330,20 +321,3 @@ def test_every_value_of_the_published_record_reaches_the_host_result():
     # the excerpt's lines arrive as one text, as the CLI prints it
     expected = dict(record, journal_excerpt="\n".join(record["journal_excerpt"]))
     assert {name: getattr(host, name) for name in sglang_result.FIELDS} == expected
-
-
-@pytest.mark.parametrize("phase, action", [
-    (None, "fail"),             # a look at the host before anything started
-    ("precompile", "roll_back"),  # the change's kernels did not compile
-    ("start", "roll_back"),     # systemd refused the restart or the start of the changed configuration
-    ("gate", "roll_back"),      # a crash, a crash loop, not ready in time, the instance's check, the benchmark's gate
-    ("benchmark", "report"),    # the sweep could not run: the configuration reached ready and is kept
-])
-def test_every_failure_after_a_written_change_is_rolled_back(phase, action):
-    record = deploy(("entered", phase)) if phase else deploy()
-    assert outcome.on_failure(record) == action
-    assert outcome.on_failure(None) == "fail"
-
-
-def test_each_phase_has_its_decision():
-    assert set(outcome.ON_FAILURE) == set(outcome.PHASES)
