@@ -450,6 +450,16 @@ def guard_incidents():
     return [json.loads(path.read_text()) for path in sorted((GUARD_STATE / "incidents").glob("*.json"))]
 
 
+def write_fatal_xid(tag):
+    """A synthetic Xid 79 ("fallen off the bus": reset the GPU) for the service's GPU, written to the kernel log;
+    returns the monotonic time it was written."""
+    bus = nvidia_smi("pci.bus_id")[0][0].split(":", 1)[1].rsplit(".", 1)[0].lower()  # 00000000:00:06.0 -> 00:06
+    written = time.monotonic()
+    Path("/dev/kmsg").write_text(f"NVRM: Xid (PCI:0000:{bus}): 79, k26deploy GPU proof: GPU has fallen off the bus "
+                                 f"(synthetic, {tag}, {time.time():.0f})\n")
+    return written
+
+
 def wait(condition, seconds):
     """Seconds until condition() held (polled every 0.25 s), or None after ``seconds``."""
     started = time.monotonic()
@@ -469,9 +479,7 @@ def prove_guard(proof, args):
                 f"systemd-analyze security {GUARD_UNIT}: {score if score is not None else out[-300:]}")
     acting = k26deploy.deploy(str(INVENTORY), deploy_vars(args, sglang_service_guard_act_on_gpu_fault=True))
     seen = len(guard_incidents())
-    bus = nvidia_smi("pci.bus_id")[0][0].split(":", 1)[1].rsplit(".", 1)[0].lower()  # 00000000:00:06.0 -> 00:06
-    Path("/dev/kmsg").write_text(f"NVRM: Xid (PCI:0000:{bus}): 79, k26deploy GPU proof: GPU has fallen off the bus "
-                                 f"(synthetic, {time.time():.0f})\n")
+    write_fatal_xid("guard")
     held = wait(lambda: unit_prop("ActiveState") in ("inactive", "failed"), 30)
     time.sleep(6)  # a guard that holds does not start it again
     new = guard_incidents()[seen:]
@@ -607,6 +615,17 @@ def router_workers():
         return None
 
 
+def router_all_healthy():
+    workers = router_workers()
+    return bool(workers) and all(workers.values())
+
+
+def router_none_healthy():
+    """The router answers and routes to no worker (a router that does not answer proves nothing)."""
+    workers = router_workers()
+    return workers is not None and not any(workers.values())
+
+
 def prove_router(proof, args):
     """SGLang's router (smg) deployed on this host in front of the GPU service, from the wheels given, installed into
     this interpreter's venv (a host that has the venv needs no package manager): it serves a completion, and its unit
@@ -638,13 +657,10 @@ def prove_fault_leaves_router(proof, args):
     path, router_vars = router_deployment(args, sglang_service_guard_act_on_gpu_fault=True,
                                           k26_preflight_severity_overrides={"K26-GPU-HEALTH": "warning"})
     acting = k26deploy.deploy(str(path), router_vars)
-    healthy = wait(lambda: router_workers() and all(router_workers().values()), 60)
-    bus = nvidia_smi("pci.bus_id")[0][0].split(":", 1)[1].rsplit(".", 1)[0].lower()
-    started = time.monotonic()
-    Path("/dev/kmsg").write_text(f"NVRM: Xid (PCI:0000:{bus}): 79, k26deploy GPU proof: GPU has fallen off the bus "
-                                 f"(synthetic, router, {time.time():.0f})\n")
+    healthy = wait(router_all_healthy, 60)
+    started = write_fatal_xid("router")
     stopped = wait(lambda: unit_prop("ActiveState") in ("inactive", "failed"), 30)
-    out = wait(lambda: not any((router_workers() or {"?": True}).values()), 60)
+    out = wait(router_none_healthy, 60)
     out = None if out is None else time.monotonic() - started
     proof.check("a fatal Xid takes the replica out of the router's routing within 10 s",
                 acting.exit_code == 0 and healthy is not None and out is not None and out <= 10,
