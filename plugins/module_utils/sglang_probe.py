@@ -125,36 +125,50 @@ def stream_units(texts):
     return units
 
 
-def open_stream_units(directory=JOURNAL_STREAMS_DIR):
-    """The units with an open stdout stream to journald now; None when the directory cannot be read."""
+def open_streams(directory=JOURNAL_STREAMS_DIR):
+    """(unit, when journald opened the stream: its state file's mtime, epoch seconds) of every stdout stream open to
+    journald now; None when the directory cannot be read."""
     try:
         names = os.listdir(directory)
     except OSError:
         return None
-    texts = []
+    streams = []
     for name in names:
+        path = os.path.join(directory, name)
         try:
-            with open(os.path.join(directory, name)) as handle:
-                texts.append(handle.read())
+            with open(path) as handle:
+                text = handle.read()
+            opened = os.stat(path).st_mtime
         except (OSError, UnicodeDecodeError):
             continue  # closed meanwhile
-    return stream_units(texts)
+        streams.extend((unit, opened) for unit in stream_units([text]))
+    return streams
 
 
-def wait_for_streams_closed(unit, restarted=lambda: False, output_seen=lambda: True, limit=STREAM_DRAIN_SECONDS,
-                            directory=JOURNAL_STREAMS_DIR, mono=time.monotonic, sleep=time.sleep):
-    """Wait until journald holds no open stream of ``unit`` and ``output_seen()`` (the journal has a line the unit's
-    processes wrote since this start), at most ``limit`` seconds; whether both came. Under load journald may not even
-    have accepted the stream yet (no state file), so an empty directory alone proves nothing until a line is there
-    or OUTPUT_GRACE_SECONDS passed (a process that wrote nothing). Stops early when ``restarted()``: a new process of
-    the unit (systemd's Restart=) holds a stream of its own."""
+def open_stream_units(directory=JOURNAL_STREAMS_DIR):
+    """The units with an open stdout stream to journald now; None when the directory cannot be read."""
+    streams = open_streams(directory)
+    return None if streams is None else set(unit for unit, dummy in streams)
+
+
+def wait_for_streams_closed(unit, new_process_since=lambda: None, output_seen=lambda: True,
+                            limit=STREAM_DRAIN_SECONDS, directory=JOURNAL_STREAMS_DIR, mono=time.monotonic,
+                            sleep=time.sleep):
+    """Wait until journald holds no open stream of the ended process of ``unit`` and ``output_seen()`` (the journal
+    has a line the unit's processes wrote since this start), at most ``limit`` seconds; whether both came. Under load
+    journald may not even have accepted the stream yet (no state file), so an empty directory alone proves nothing
+    until a line is there or OUTPUT_GRACE_SECONDS passed (a process that wrote nothing). When the unit started a new
+    process meanwhile (systemd's Restart=), ``new_process_since()`` says when (epoch seconds; None while none runs):
+    that process's own stream, opened since, is not waited for; the ended one's, opened before, still is."""
     started = mono()
     deadline = started + limit
     while True:
-        units = open_stream_units(directory)
-        if (units is None or unit not in units) and (mono() - started >= OUTPUT_GRACE_SECONDS or output_seen()):
+        streams = open_streams(directory)
+        since = new_process_since()
+        ended = [opened for name, opened in streams or () if name == unit and (since is None or opened < since)]
+        if not ended and (mono() - started >= OUTPUT_GRACE_SECONDS or output_seen()):
             return True
-        if mono() >= deadline or restarted():
+        if mono() >= deadline:
             return False
         sleep(STREAM_POLL_SECONDS)
 
@@ -205,8 +219,13 @@ class SglangProbe(object):
             return {'_error': (err or out or 'systemctl show exited %d' % rc).strip()}
         return parse_systemctl_show(out)
 
-    def main_process_runs(self):
-        return self.unit_properties().get('MainPID', '0') not in ('', '0')
+    def new_process_since(self):
+        """When the unit's running main process started (epoch seconds), None while none runs."""
+        unit = self.unit_properties()
+        start_us = unit.get('ExecMainStartTimestampMonotonic', '')
+        if unit.get('MainPID', '0') in ('', '0') or not str(start_us).isdigit() or int(start_us) == 0:
+            return None
+        return epoch_of_monotonic(start_us)
 
     # -- journal -----------------------------------------------------------
     def journal_lines(self, invocation_ids, entries, streams=False, since_us=None):
@@ -254,7 +273,7 @@ class SglangProbe(object):
         ``journalctl --sync`` does not wait for it. So first wait, bounded, until journald has closed every stream
         of the unit: then everything the processes wrote is in the journal."""
         if ended:
-            wait_for_streams_closed(self.unit, restarted=self.main_process_runs,
+            wait_for_streams_closed(self.unit, new_process_since=self.new_process_since,
                                     output_seen=lambda: self.output_seen(since_us))
         if self.journalctl:
             self.module.run_command([self.journalctl, '--sync'], environ_update=self.env)

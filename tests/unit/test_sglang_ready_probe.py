@@ -3,6 +3,7 @@
 HTTP tests use throw-away servers on 127.0.0.1 only.
 """
 import json
+import os
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -285,9 +286,11 @@ def test_the_wait_for_the_streams_ends_when_the_unit_s_stream_closes_or_at_its_b
                                              mono=lambda: clock["now"], sleep=lambda s: clock.update(now=clock["now"] + s)) is False
     assert 1.0 <= clock["now"] < 1.2
     clock["now"] = 0.0
-    assert probe_mod.wait_for_streams_closed("sglang.service", restarted=lambda: True, directory=str(tmp_path),
-                                             mono=lambda: clock["now"], sleep=lambda s: clock.update(now=clock["now"] + s)) is False
-    assert clock["now"] == 0.0  # a restarted unit's new process holds its own stream: no wait
+    # a restarted unit: its new process's stream, opened after the new process started, is not waited for
+    started_again = os.stat(state).st_mtime - 1
+    assert probe_mod.wait_for_streams_closed("sglang.service", new_process_since=lambda: started_again,
+                                             directory=str(tmp_path), mono=lambda: clock["now"],
+                                             sleep=lambda s: pytest.fail("waited for the new process's stream"))
     assert probe_mod.wait_for_streams_closed("other.service", directory=str(tmp_path), mono=lambda: 0.0,
                                              sleep=lambda s: pytest.fail("waited for another unit's stream")) is True
 
@@ -302,6 +305,27 @@ def test_the_excerpt_adds_the_invocation_s_streams_whose_late_lines_lost_the_inv
     probe = SglangProbe(module, 'sglang.service', 'http://127.0.0.1:30000')
     assert probe.journal_lines([INV1], 100, streams=True) == ["starting", "Main process exited", "RuntimeError: late"]
     assert module.commands[1][-2:] == ['+', '_STREAM_ID=5f0c']
+
+
+def test_a_restart_does_not_end_the_wait_for_the_ended_process_s_stream(tmp_path):
+    """CI of f3f90da: a node that crashed was started again by Restart= before journald had read its traceback; the
+    wait ended at the restart and the excerpt had no traceback. The ended process's stream (opened before the new
+    process started) is still waited for; the new one's is not."""
+    ended = tmp_path / "9:1"
+    ended.write_text(STREAM_FILE % "sglang.service")
+    os.utime(ended, (1000.0, 1000.0))
+    new = tmp_path / "9:2"
+    new.write_text(STREAM_FILE % "sglang.service")
+    os.utime(new, (1010.0, 1010.0))
+    clock = {"now": 0.0}
+
+    def sleep(seconds):  # journald reads the ended stream to its end 0.4 s after the wait began
+        clock["now"] += seconds
+        if clock["now"] >= 0.4 and ended.exists():
+            ended.unlink()
+    assert probe_mod.wait_for_streams_closed("sglang.service", new_process_since=lambda: 1005.0,
+                                             directory=str(tmp_path), mono=lambda: clock["now"], sleep=sleep) is True
+    assert 0.4 <= clock["now"] < 0.6 and new.exists()
 
 
 def test_no_open_stream_proves_nothing_until_a_line_of_the_unit_is_in_the_journal_or_the_grace_passed(tmp_path):
