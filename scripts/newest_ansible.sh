@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The newest ansible-core, on Debian 13's Python 3.13, in a Debian 13 container this project builds (debootstrap, as
-# the test image is built): ansible-test sanity of the collection with that ansible-core, then one real deploy of the
-# demo's settings into the same container (Debian 13 and its systemd as the managed host, reached by the local
-# connection), the endpoint's answer, and the units' exposure by that systemd's own `systemd-analyze security`. (A
-# second deploy that changes nothing is left to the Debian 12 tests: it would add a minute and a half to make test.)
+# the test image is built): ansible-test sanity of the collection with that ansible-core, then the collection as a
+# user gets it: built by that ansible-core's ansible-galaxy, installed into an outside project of its own
+# (tests/fixtures/outside_project: FQCNs only), whose playbook runs every entry point (preflight, deploy, status,
+# rollback, logs) with the demo's settings against the same container (Debian 13 and its systemd as the managed
+# host, reached by the local connection); then the endpoint's answer and the units' exposure by that systemd's own
+# `systemd-analyze security`. (A second deploy that changes nothing is left to the Debian 12 tests.)
 #
 # The container reaches no package registry: what it installs is downloaded on this machine first, by pip as this
 # machine configures it (--python-version 3.13, wheels only), and handed in as a directory of wheels.
@@ -47,20 +49,23 @@ say "$(basename "$core"), $(ls "$wheels" | wc -l) wheels for Python 3.13"
 
 # The collection as ansible-test wants it (ansible_collections/k26/deploy, the files git tracks; no .git: Debian's
 # minimal image has no git, and ansible-test then takes every file of the tree), and the collections it uses, from
-# this machine's `ansible` bundle.
+# this machine's `ansible` bundle (in the tree for ansible-test, and in deps/ for the outside project).
 source tests/sanity/scratch_collection.sh
 collection=$(scratch_collection "$work/tree")
 rm -rf "$collection/.git"
 bundle=$(.venv/bin/python -c 'import ansible_collections as c; print(next(p for p in c.__path__ if "site-packages" in p))')
 for used in ansible/posix community/general; do
-  mkdir -p "$work/tree/ansible_collections/$used"
-  cp -a "$bundle/$used/." "$work/tree/ansible_collections/$used/"
+  for into in tree deps; do
+    mkdir -p "$work/$into/ansible_collections/$used"
+    cp -a "$bundle/$used/." "$work/$into/ansible_collections/$used/"
+  done
 done
-# The demo's settings, the deploy aimed at the container itself
-mkdir -p "$work/inventory"
-cp -a inventories/demo/group_vars "$work/inventory/"
+# The outside project: its ansible.cfg and playbook, and the demo's settings aimed at the container itself
+cp -a tests/fixtures/outside_project "$work/project"
+mkdir -p "$work/project/inventory"
+cp -a inventories/demo/group_vars "$work/project/inventory/"
 printf 'sglang_servers:\n  hosts:\n    localhost:\n      ansible_connection: local\n      ansible_python_interpreter: /usr/bin/python3\n' \
-  >"$work/inventory/hosts.yml"
+  >"$work/project/inventory/hosts.yml"
 
 scripts/container.sh "$name" -v "$work:/k26"
 in_box() { podman exec "$name" bash -ec "$*"; }
@@ -80,12 +85,31 @@ in_box 'cd /k26/tree/ansible_collections/k26/deploy &&
 }
 [[ $parts == *" deploy "* ]] || exit 0
 
-say "deploy the demo's settings into the Debian 13 container"
-in_box "cd /k26/tree/ansible_collections/k26/deploy && ANSIBLE_COLLECTIONS_PATH=/k26/tree ANSIBLE_NOCOLOR=1 \
-  /opt/newest/bin/ansible-playbook -i /k26/inventory deploy_k26.yml" >"$work/deploy.log" || {
-  tail -n 60 "$work/deploy.log"; say "the deploy failed"; exit 1; }
-grep -A2 '^PLAY RECAP' "$work/deploy.log"
-in_box 'curl -sf -H "Authorization: Bearer $(cat /k26/inventory/.secrets/api_key)" http://127.0.0.1:30000/v1/models' |
+say "the collection built and installed into an outside project, whose playbook runs every entry point"
+in_box "cd /k26/tree/ansible_collections/k26/deploy && /opt/newest/bin/ansible-galaxy collection build -v \
+  --output-path /k26/build . >/dev/null && cd /k26/project && ANSIBLE_CONFIG=/k26/project/ansible.cfg \
+  /opt/newest/bin/ansible-galaxy collection install --no-deps /k26/build/k26-deploy-*.tar.gz -p collections >/dev/null"
+installed=$work/project/collections/ansible_collections/k26/deploy
+[[ -f $installed/MANIFEST.json && ! -e $installed/.collections && ! -e $installed/tests ]] || {
+  say "the installed collection is not the built artifact: $(ls -A "$installed" | tr '\n' ' ')"; exit 1; }
+in_box "cd /k26/project && ANSIBLE_CONFIG=/k26/project/ansible.cfg ANSIBLE_NOCOLOR=1 \
+  /opt/newest/bin/ansible-playbook -i inventory site.yml" >"$work/site.log" || {
+  tail -n 60 "$work/site.log"; say "the outside project's playbook failed"; exit 1; }
+grep -A2 '^PLAY RECAP' "$work/site.log" | tail -n 3
+# what each entry point says when it works (the same words the Debian 12 tests look for)
+expect() {
+  local count
+  count=$(grep -c -F -- "$1" "$work/site.log" || true)
+  ((count >= ${2:-1})) || { tail -n 60 "$work/site.log"; say "the playbook's output lacks: $1"; exit 1; }
+}
+expect "localhost is serving kimi-k2.6"
+expect "READY"
+expect "Preflight passed on localhost" 2  # preflight.yml, and again inside deploy.yml
+expect "not attempted: the live configuration is already the last one that reached ready"
+expect "k26_log_lines_masked"
+expect "The server is fired up and ready to roll!"
+say "preflight, deploy, status, rollback and logs ran from the installed collection"
+in_box 'curl -sf -H "Authorization: Bearer $(cat /k26/project/inventory/.secrets/api_key)" http://127.0.0.1:30000/v1/models' |
   grep -q '"kimi-k2.6"'
 say "the endpoint answers with the key"
 for unit in sglang.service sglang-guard.service; do
@@ -94,4 +118,4 @@ for unit in sglang.service sglang-guard.service; do
   say "systemd-analyze security $unit: ${exposure:-none} (aim: $EXPOSURE_AIM or lower)"
   awk -v e="$exposure" -v aim="$EXPOSURE_AIM" 'BEGIN { exit !(e != "" && e + 0 <= aim + 0) }'
 done
-say "passed: sanity and a deploy with $(in_box '/opt/newest/bin/ansible --version | head -n1') on Debian 13"
+say "passed: sanity and the outside project with $(in_box '/opt/newest/bin/ansible --version | head -n1') on Debian 13"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One part of the test suite, the same way `make PART` and scripts/test.sh run it (after scripts/setup.sh):
 #   lint          ansible-lint (production profile), ruff and mypy: scripts/lint.sh
-#   sanity        ansible-test sanity of the collection k26.deploy
-#   newest        the newest ansible-core on Debian 13's Python 3.13 in a Debian 13 container: its ansible-test sanity
-#                 and a deploy into that container (scripts/newest_ansible.sh; by hand, not in make test)
+#   sanity        ansible-test sanity of the collection k26.deploy (further arguments go to ansible-test sanity)
+#   newest        the newest ansible-core on Debian 13's Python 3.13 in a Debian 13 container: its ansible-test sanity,
+#                 and the built collection installed into an outside project whose playbook runs every entry point
+#                 against that container (scripts/newest_ansible.sh)
 #   collection    the collection's changelog, docs lint and execution environment
 #   demo          `make demo` and its curls from this machine
 #   unit          pytest tests/unit (pure logic and modules run in-process; a few real-SGLang checks)
@@ -29,7 +30,7 @@ pytest_on() {
 
 case ${1:-} in
   lint) exec scripts/lint.sh ;;
-  sanity) exec tests/sanity/sanity.sh ;;
+  sanity) exec tests/sanity/sanity.sh "${@:2}" ;;
   newest) exec scripts/newest_ansible.sh ;;
   collection) exec tests/sanity/collection.sh ;;
   demo) exec scripts/demo_check.sh ;;
