@@ -145,12 +145,6 @@ def open_streams(directory=JOURNAL_STREAMS_DIR):
     return streams
 
 
-def open_stream_units(directory=JOURNAL_STREAMS_DIR):
-    """The units with an open stdout stream to journald now; None when the directory cannot be read."""
-    streams = open_streams(directory)
-    return None if streams is None else set(unit for unit, dummy in streams)
-
-
 def wait_for_streams_closed(unit, new_process_since=lambda: None, output_seen=lambda: True,
                             limit=STREAM_DRAIN_SECONDS, directory=JOURNAL_STREAMS_DIR, mono=time.monotonic,
                             sleep=time.sleep):
@@ -163,9 +157,9 @@ def wait_for_streams_closed(unit, new_process_since=lambda: None, output_seen=la
     started = mono()
     deadline = started + limit
     while True:
-        streams = open_streams(directory)
-        since = new_process_since()
-        ended = [opened for name, opened in streams or () if name == unit and (since is None or opened < since)]
+        opened_at = [opened for name, opened in open_streams(directory) or () if name == unit]
+        since = new_process_since() if opened_at else None  # (systemctl only while a stream of the unit is open)
+        ended = [opened for opened in opened_at if since is None or opened < since]
         if not ended and (mono() - started >= OUTPUT_GRACE_SECONDS or output_seen()):
             return True
         if mono() >= deadline:

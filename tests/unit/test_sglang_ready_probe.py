@@ -264,8 +264,8 @@ STREAM_FILE = ("# This is private data. Do not parse\nPRIORITY=30\nLEVEL_PREFIX=
 def test_the_units_with_an_open_stream_come_from_journald_s_state_files(tmp_path):
     (tmp_path / "9:1").write_text(STREAM_FILE % "sglang.service")
     (tmp_path / "9:2").write_text(STREAM_FILE % "dbus.service")
-    assert probe_mod.open_stream_units(str(tmp_path)) == {"sglang.service", "dbus.service"}
-    assert probe_mod.open_stream_units(str(tmp_path / "absent")) is None
+    assert {unit for unit, opened in probe_mod.open_streams(str(tmp_path))} == {"sglang.service", "dbus.service"}
+    assert probe_mod.open_streams(str(tmp_path / "absent")) is None
 
 
 def test_the_wait_for_the_streams_ends_when_the_unit_s_stream_closes_or_at_its_bound(tmp_path):
