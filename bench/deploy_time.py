@@ -26,9 +26,11 @@ def deploy(inventory):
     elapsed = time.monotonic() - start
     if rc != 0:
         raise SystemExit("deploy failed (rc %d): %s" % (rc, data.get("stats")))
-    changed = [name for play in data["plays"] for task in play["tasks"]
-               for name in [task["task"]["name"]] for res in task["hosts"].values() if res.get("changed")]
-    return elapsed, changed
+    results = [(task["task"]["name"], res) for play in data["plays"] for task in play["tasks"]
+               for res in task["hosts"].values()]
+    changed = [name for name, res in results if res.get("changed")]
+    ran = sum(1 for _, res in results if not res.get("skipped"))
+    return elapsed, changed, ran
 
 
 def invocation(box):
@@ -45,16 +47,16 @@ def main():
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 demo_inventory(box, tmp, quick_start=False)
-                first, changed_first = deploy(tmp)
+                first, changed_first, ran_first = deploy(tmp)
                 before = invocation(box)
-                rerun, changed_rerun = deploy(tmp)
+                rerun, changed_rerun, ran_rerun = deploy(tmp)
                 restarted = invocation(box) != before
         finally:
             box.remove()
         firsts.append(first)
         reruns.append(rerun)
-        print("run %d: first converge %.1f s (%d changed), re-run %.1f s (%d changed%s, service %s)"
-              % (n + 1, first, len(changed_first), rerun, len(changed_rerun),
+        print("run %d: first converge %.1f s (%d tasks ran, %d changed), re-run %.1f s (%d tasks ran, %d changed%s, "
+              "service %s)" % (n + 1, first, ran_first, len(changed_first), rerun, ran_rerun, len(changed_rerun),
                  (": " + ", ".join(changed_rerun)) if changed_rerun else "", "RESTARTED" if restarted else "not restarted"))
     first, rerun = statistics.median(firsts), statistics.median(reruns)
     print("median: first converge %.1f s, idempotent re-run %.1f s, ratio re-run/first %.2f" % (first, rerun, rerun / first))

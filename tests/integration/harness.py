@@ -26,6 +26,9 @@ SIMULATOR = ROOT / "roles" / "sglang" / "files" / "sglang_simulator"
 SIM_IN_CONTAINER = "/opt/sim/sglang_simulator"
 # Where the sglang role installs the simulator (roles/sglang: sglang_base_dir /opt/sglang)
 SIM_INSTALLED = "/opt/sglang/simulator/sglang_simulator"
+# The tests' connection plugins (podman_nsenter, see CONTAINER_HOST): every playbook the harness runs finds them,
+# whether a test or a bench runs it.
+CONNECTION_PLUGINS = ROOT / "tests" / "ansible_plugins" / "connection"
 
 
 def _nsenter_plugin():
@@ -181,6 +184,7 @@ def run_playbook(playbook, inventory, extra_env=None, check=False, timeout=900, 
         "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CONNECTION_PLUGINS": str(CONNECTION_PLUGINS),
         "PATH": "%s:%s" % (VENV_BIN, env.get("PATH", "")),
     })
     env.update(extra_env or {})
@@ -240,7 +244,7 @@ def wheelhouse(requirement):
 
 
 # How the tests' playbooks reach a container: tests/ansible_plugins/connection/podman_nsenter.py (on
-# ANSIBLE_CONNECTION_PLUGINS, set by tests/conftest.py) enters it in milliseconds where `podman exec` takes 0.2 s.
+# CONNECTION_PLUGINS) enters it in milliseconds where `podman exec` takes 0.2 s.
 CONTAINER_HOST = {"ansible_connection": "podman_nsenter", "ansible_python_interpreter": "/usr/bin/python3"}
 
 
