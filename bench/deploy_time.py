@@ -29,7 +29,7 @@ def deploy(inventory):
     results = [(task["task"]["name"], res) for play in data["plays"] for task in play["tasks"]
                for res in task["hosts"].values()]
     changed = [name for name, res in results if res.get("changed")]
-    ran = sum(1 for _, res in results if not res.get("skipped"))
+    ran = sum(1 for dummy, res in results if not res.get("skipped"))
     return elapsed, changed, ran
 
 
@@ -55,9 +55,10 @@ def main():
             box.remove()
         firsts.append(first)
         reruns.append(rerun)
+        said = (": " + ", ".join(changed_rerun)) if changed_rerun else ""
         print("run %d: first converge %.1f s (%d tasks ran, %d changed), re-run %.1f s (%d tasks ran, %d changed%s, "
-              "service %s)" % (n + 1, first, ran_first, len(changed_first), rerun, ran_rerun, len(changed_rerun),
-                 (": " + ", ".join(changed_rerun)) if changed_rerun else "", "RESTARTED" if restarted else "not restarted"))
+              "service %s)" % (n + 1, first, ran_first, len(changed_first), rerun, ran_rerun, len(changed_rerun), said,
+                               "RESTARTED" if restarted else "not restarted"))
     first, rerun = statistics.median(firsts), statistics.median(reruns)
     print("median: first converge %.1f s, idempotent re-run %.1f s, ratio re-run/first %.2f" % (first, rerun, rerun / first))
 

@@ -616,11 +616,31 @@ def kv_dtype_bytes(ctx):
     return 1 if str(opt(ctx, "kv-cache-dtype", "") or "").lower().startswith("fp8") else 2
 
 
+def draft_kv_layers(ctx):
+    """(layers of the target's KV that the draft model adds to each token, where that figure comes from): 0 without
+    speculative decoding; None when it is not known (the reason instead). SGLang's own resolution answers it
+    (sglang_resolver._draft: the model runner's eagle_draft_num_layers, read from the draft's config)."""
+    algorithm = opt(ctx, "speculative-algorithm")
+    if not algorithm:
+        return 0, None
+    draft = (ctx.get("resolved") or {}).get("draft") or {}
+    if draft.get("kv_layers") is not None:
+        return int(draft["kv_layers"]), ("SGLang's own resolution on this host: %s's draft (%s) adds %d layer(s) of "
+                                         "the target's KV to each token" % (
+                                             draft.get("algorithm"), ", ".join(draft.get("architectures") or ()) or
+                                             "its config", int(draft["kv_layers"])))
+    if draft and not draft.get("sized_with_target_layers"):
+        return 0, "%s: SGLang sizes its draft's cache apart from the target's cells (not counted here)" % algorithm
+    return None, ("the draft model's KV cache and weights are not counted: SGLang's own resolution of them did not "
+                  "run (%s)" % (draft.get("error") or "SGLang or the draft's config.json not on the host yet"))
+
+
 def kv_cache_budget(ctx):
     """{"tokens", "context", ...}: the KV cache SGLang's static memory leaves per GPU once the weights are in, in
-    tokens of an MLA model (its latent KV is kept whole on every TP rank; a pipeline stage holds its layers only),
-    or None when the GPUs, the model's size or its MLA config are not known. Not modelled: attn-dp, DCP, a draft
-    model, uneven stages."""
+    tokens of an MLA model (its latent KV is kept whole on every TP rank; a pipeline stage holds its layers only;
+    a speculative draft adds its layers to each token, as SGLang's DefaultPoolConfigurator does, and its weights),
+    or None when the GPUs, the model's size or its MLA config are not known. Not modelled: attn-dp, DCP, uneven
+    stages."""
     model = ctx.get("model") or {}
     kv = (model.get("config") or {}).get("kv") or {}
     per_token_all_layers = sglang_perf_facts.mla_kv_bytes_per_token(kv, kv_dtype_bytes(ctx))
@@ -630,12 +650,30 @@ def kv_cache_budget(ctx):
     tp, pp, _nnodes = parallel(ctx)
     fraction, source = static_fraction(ctx, min(mems))
     static = min(mems) * (1 << 20) * fraction
-    weights = model["size_bytes"] / float(tp * pp)
-    per_token = per_token_all_layers / float(pp)
+    draft_layers, draft_source = draft_kv_layers(ctx)
+    draft_size = ((model.get("draft") or {}).get("size_bytes") or 0) if draft_layers else 0
+    weights = model["size_bytes"] / float(tp * pp) + draft_size / float(tp)
+    # SGLang adds the draft's layers at the target's per-layer size (pool_configurator.py assumes they match)
+    per_token = (per_token_all_layers / float(pp) +
+                 (draft_layers or 0) * per_token_all_layers / float(as_int(kv.get("num_hidden_layers"), 1) or 1))
     context = as_int(opt(ctx, "context-length"), None) or as_int(kv.get("max_position_embeddings"), None)
-    return {"tokens": max(0, int((static - weights) / per_token)), "context": context, "fraction": fraction,
-            "fraction source": source, "static per GPU": gib(static), "weights per GPU": gib(weights),
-            "KV bytes per token per GPU": int(per_token)}
+    budget = {"tokens": max(0, int((static - weights) / per_token)), "context": context, "fraction": fraction,
+              "fraction source": source, "static per GPU": gib(static), "weights per GPU": gib(weights),
+              "KV bytes per token per GPU": int(per_token)}
+    if draft_source:
+        budget.update({"draft KV layers per token": draft_layers, "draft source": draft_source,
+                       "draft weights per GPU": gib(draft_size / float(tp)) if draft_size else None})
+    return budget
+
+
+def draft_note(budget):
+    """What the figures say of a speculative draft model, or nothing without one."""
+    if "draft source" not in budget:
+        return ""
+    if budget["draft KV layers per token"] is None:
+        return "; %s" % budget["draft source"]
+    return "; the draft's weights and %d layer(s) per token included: %s" % (
+        budget["draft KV layers per token"], budget["draft source"])
 
 
 def check_kv_cache(ctx):
@@ -647,9 +685,9 @@ def check_kv_cache(ctx):
                                               "tp-size", "pp-size"))
     head = ("KV cache for about %d tokens at tp-size %d, pp-size %d: mem-fraction-static %s (%s) leaves %s per "
             "GPU, the weights take %s of it, a token takes %d bytes per GPU (MLA: kv_lora_rank + qk_rope_head_dim per "
-            "layer)"
+            "layer%s)"
             % (budget["tokens"], tp, pp, budget["fraction"], budget["fraction source"], budget["static per GPU"],
-               budget["weights per GPU"], budget["KV bytes per token per GPU"]))
+               budget["weights per GPU"], budget["KV bytes per token per GPU"], draft_note(budget)))
     context = budget["context"]
     if context and budget["tokens"] < context:
         return found(head + ": not one request of the context length %d fits; SGLang caps every request at the "

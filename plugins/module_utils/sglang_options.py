@@ -92,6 +92,13 @@ def model_path_of(options):
     return next((value for key, value in (options or {}).items() if option_key(key) in ("model-path", "model")), None)
 
 
+def draft_model_path_of(options):
+    """The speculative draft model's path or Hugging Face id in SGLang's options, or None."""
+    value = next((value for key, value in (options or {}).items()
+                  if option_key(key) == "speculative-draft-model-path"), None)
+    return str(value or "").strip() or None
+
+
 def without_secrets(options):
     """The options without the secret ones: what may be passed to a module (Ansible logs a module's arguments to the
     target's journal) or shown."""

@@ -92,6 +92,13 @@ SGLANG_FACTS = (
         ("kv_lora_rank + qk_rope_head_dim",),
         "An MLA model's KV cache holds kv_lora_rank + qk_rope_head_dim values per token and layer "
         "(mla_kv_bytes_per_token below)."),
+    SglangFact(
+        "draft-kv-cell", "srt/model_executor/pool_configurator.py", "DefaultPoolConfigurator.__init__",
+        ("kvc.spec_algorithm.is_eagle() or kvc.spec_algorithm.is_standalone()",
+         "kvc.spec_aux_config.eagle_draft_num_layers", "self._cell_size * draft_num_layers / int(num_layers)"),
+        "With EAGLE, EAGLE3 or STANDALONE speculative decoding each token's KV cell grows by the draft's layers at the "
+        "target's per-layer size; the draft's layer count is the model runner's eagle_draft_num_layers, which "
+        "sglang_resolver asks SGLang for (K26-KV-CACHE)."),
 )
 
 # (below MiB, chunked-prefill-size, decode graph max bs with tp < 4, with tp >= 4): handle_gpu_memory_settings.

@@ -33,10 +33,15 @@ def gpu_request(gpu_facts):
             "capability": capability, "count": int((gpu_facts or {}).get("gpu_count") or len(gpus))}
 
 
+def has_config(path):
+    """Whether a model directory's config.json is on this host."""
+    return bool(path) and os.path.isfile(os.path.join(str(path), "config.json"))
+
+
 def model_dir(options):
     """The model directory the options name, when its config.json is on this host (else None)."""
     path = sglang_options.model_path_of(options)
-    return path if path and os.path.isfile(os.path.join(str(path), "config.json")) else None
+    return path if has_config(path) else None
 
 
 def parse_output(rc, out, err):
@@ -60,6 +65,10 @@ def resolve(runner, python, options, gpu_facts, tmpdir=None):
         return {"ok": True, "resolved": None, "error": None, "skipped": "no GPU in the facts"}
     if path is None:
         return {"ok": True, "resolved": None, "error": None, "skipped": "the model's config.json is not on the host"}
+    draft = sglang_options.draft_model_path_of(options)
+    if draft and not has_config(draft):  # SGLang reads it while resolving (offline here: nothing is fetched)
+        return {"ok": True, "resolved": None, "error": None,
+                "skipped": "the draft model's config.json is not on the host (%s)" % draft}
     config = sglang_args.write_private_config(options=sglang_options.without_secrets(options), directory=tmpdir)
     try:
         request = {"model_path": str(path), "argv": ["--config", config], "gpu": gpu}

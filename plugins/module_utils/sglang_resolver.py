@@ -314,6 +314,33 @@ def _graph(cg):
     return out
 
 
+def _draft(sa, model_config, algorithm):
+    """What the draft model adds to each token's KV cache, as SGLang 0.5.23 decides it at start: the model runner's
+    resolve_spec_aux_hidden_state_config (model_runner_components/spec_aux_hidden_state.py) reads the draft's own
+    config (num_nextn_predict_layers, else its layer count) into eagle_draft_num_layers, and for EAGLE, EAGLE3 and
+    STANDALONE DefaultPoolConfigurator (model_executor/pool_configurator.py) adds that many of the target's layers
+    to each token's cell. None without speculative decoding; {"error"} when SGLang cannot read the draft."""
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
+        resolve_spec_aux_hidden_state_config)
+    from sglang.srt.runtime_context import publish
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    spec = SpeculativeAlgorithm.from_string(algorithm)
+    if spec.is_none():
+        return None
+    try:
+        publish(sa, role="scheduler")  # what the scheduler process does before its model runner resolves this
+        aux = resolve_spec_aux_hidden_state_config(server_args=sa, model_config=model_config, spec_algorithm=spec,
+                                                   is_draft_worker=False)
+    except Exception as exc:  # noqa: BLE001  (an unreadable draft is an answer, not a failure of the resolution)
+        return {"error": error_text(exc)}
+    sized = spec.is_eagle() or spec.is_standalone()
+    draft_config = aux.draft_model_config
+    return {"algorithm": str(algorithm), "kv_layers": aux.eagle_draft_num_layers if sized else None,
+            "sized_with_target_layers": bool(sized),
+            "architectures": list(getattr(getattr(draft_config, "hf_config", None), "architectures", None) or [])}
+
+
 def _local_config_dir(model_path):
     """A config.json whose auto_map names remote-code files that are absent (only config.json was copied) makes
     AutoConfig(trust_remote_code=True) fail. SGLang re-reads kimi_k25 (and every model_type in its
@@ -398,7 +425,9 @@ def main():
             "hidden_size": getattr(vc, "hidden_size", None)},
         "context_len": getattr(mc, "context_len", None),
         "attention_arch": str(getattr(mc, "attention_arch", None)),
+        "num_hidden_layers": getattr(mc, "num_hidden_layers", None),
     }
+    out["draft"] = _draft(sa, mc, out.get("speculative_algorithm"))
     # Who decided each reported value (SGLang records a source for every resolution-time declaration).
     sources = {}
     for decl in getattr(sa, "_resolved_overrides", ()):

@@ -254,6 +254,7 @@ model:
   description:
     - Model directory facts (path, exists, is_dir, has_config, size_bytes, hub_id, files, config); V(null) when not
       checked.
+    - C(draft) holds the same facts of the speculative draft model (C(speculative-draft-model-path)), when set.
     - C(config) is what the rules read of the model's C(config.json) (its quantization, and under C(kv) the MLA fields
       the KV cache rule reads, kv_lora_rank, qk_rope_head_dim, num_hidden_layers and max_position_embeddings), or
       V(null).
@@ -303,7 +304,8 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_deepgemm import deciding_config
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_perf_facts import kv_config, vision_tower
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import model_path_of, secret_values
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
+    draft_model_path_of, model_path_of, secret_values)
 
 
 def directory_files(path):
@@ -486,6 +488,9 @@ def main():
         if model is None:
             model = {"path": None, "hub_id": False, "exists": False, "is_dir": False, "has_config": False,
                      "size_bytes": None}
+        draft = draft_model_path_of(params["options"])
+        if draft:
+            model["draft"] = model_facts(draft)
 
     cache = cache_facts(params["cache_dir"], params["min_cache_free_gb"])
     python = python_facts(module, params)

@@ -78,7 +78,9 @@ ok:
   returned: always
   type: bool
 skipped:
-  description: Why nothing ran (no GPU, SGLang not installed, the model's C(config.json) not on the host), V(null) when it ran.
+  description:
+    - Why nothing ran (no GPU, SGLang not installed, the model's or the speculative draft's C(config.json) not on the
+      host), V(null) when it ran.
   returned: always
   type: str
 error:
@@ -89,8 +91,10 @@ resolved:
   description:
     - What SGLang resolved - C(mem_fraction_static), C(chunked_prefill_size), C(max_running_requests),
       C(attention_backend), C(cuda_graph) (per phase its backend and largest batch), C(model) (architectures,
-      C(is_multimodal), the vision tower), C(sources) (which of SGLang's steps decided each), and C(_meta) (timings,
-      the device questions SGLang asked).
+      C(is_multimodal), the vision tower, C(num_hidden_layers)), C(draft) (with speculative decoding, the layers of
+      the target's KV cache its draft adds to each token, C(kv_layers), as SGLang's model runner reads them from the
+      draft's config, or C(error)), C(sources) (which of SGLang's steps decided each), and C(_meta) (timings, the
+      device questions SGLang asked).
   returned: when it ran and SGLang resolved the options
   type: dict
   sample:

@@ -125,3 +125,79 @@ def test_k26s_kv_cache_is_sized_with_the_vision_factor():
         model={"path": "/models/k26", "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
                "config": {"kv": facts.kv_config(config)}}))
     assert text_only["tokens"] > 2.5 * finding["evidence"]["tokens"]
+
+
+EAGLE3 = {"speculative-algorithm": "EAGLE3", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
+          "speculative-num-draft-tokens": 4}
+
+
+def eagle3_draft_dir(tmp_path, size_bytes=0):
+    """A draft model directory shaped as the cookbook's lightseekorg/kimi-k2.6-eagle3.1-mla (one MLA decoder layer
+    with K2.6's attention sizes, served by SGLang 0.5.23 as Eagle3DeepseekV2ForCausalLM); no weights but a file of
+    size_bytes."""
+    text = json.loads(K26_CONFIG.read_text())["text_config"]
+    config = {key: text[key] for key in ("hidden_size", "intermediate_size", "kv_lora_rank", "q_lora_rank",
+                                         "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "num_attention_heads",
+                                         "num_key_value_heads", "vocab_size", "max_position_embeddings", "rope_theta",
+                                         "rms_norm_eps", "rope_scaling")}
+    config.update(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v3", num_hidden_layers=1,
+                  torch_dtype="bfloat16")
+    directory = tmp_path / "kimi-k2.6-eagle3.1-mla"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def kv_finding(config, options, resolution=None, draft_size=None):
+    """K26-KV-CACHE for K2.6 on 8 H200s with these options (and SGLang's resolution of them)."""
+    model = {"path": "/models/k26", "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
+             "config": {"kv": facts.kv_config(config), "vision": facts.vision_tower(config)}}
+    if draft_size is not None:
+        model["draft"] = {"path": "/models/draft", "exists": True, "size_bytes": draft_size}
+    ctx = rules.build_context(dict({"tp-size": 8, "model-path": "/models/k26"}, **options), gpu=gpu_facts(H200),
+                              model=model, resolution=resolution)
+    (finding,) = [f for f in rules.evaluate(ctx) if f["id"] == "K26-KV-CACHE"]
+    return finding
+
+
+@pytest.mark.sglang_real
+@requires_real_sglang
+def test_the_eagle3_drafts_layers_and_weights_come_out_of_the_kv_cache_as_sglang_counts_them(capsys, tmp_path):
+    """SGLang 0.5.23 adds the draft's layers to each token's KV cell (DefaultPoolConfigurator, the draft's layer
+    count from the model runner's resolve_spec_aux_hidden_state_config): the resolver asks SGLang, and the finding
+    counts 61 + 1 layers a token and the draft's weights."""
+    directory, config = model_dir(tmp_path, "k26")
+    draft = eagle3_draft_dir(tmp_path)
+    resolution = sglang_resolves(capsys, directory, H200,
+                                 **dict(EAGLE3, **{"speculative-draft-model-path": str(draft)}))
+    assert resolution["ok"], resolution
+    assert resolution["resolved"]["draft"] == {"algorithm": "EAGLE3", "kv_layers": 1, "sized_with_target_layers": True,
+                                               "architectures": ["Eagle3DeepseekV2ForCausalLM"]}
+    assert resolution["resolved"]["model"]["num_hidden_layers"] == 61
+    options = dict(EAGLE3, **{"speculative-draft-model-path": "/models/draft"})
+    plain = kv_finding(config, {}, sglang_resolves(capsys, directory, H200))["evidence"]
+    with_draft = kv_finding(config, options, resolution, draft_size=3 * GIB)["evidence"]
+    assert with_draft["KV bytes per token per GPU"] == plain["KV bytes per token per GPU"] * 62 // 61
+    assert with_draft["draft KV layers per token"] == 1 and "SGLang's own resolution" in with_draft["draft source"]
+    assert with_draft["draft weights per GPU"] == rules.gib(3 * GIB / 8)
+    assert with_draft["tokens"] < plain["tokens"] * 61 / 62
+
+
+def test_a_draft_nobody_resolved_is_said_to_be_left_out():
+    """Without SGLang's resolution (not installed yet, the draft not staged) the draft is not guessed: the finding
+    says what it leaves out."""
+    config = json.loads(K26_CONFIG.read_text())
+    evidence = kv_finding(config, dict(EAGLE3, **{"speculative-draft-model-path": "/models/draft"}))["evidence"]
+    assert evidence["draft KV layers per token"] is None
+    assert evidence["draft source"].startswith("the draft model's KV cache and weights are not counted")
+    assert "draft source" not in kv_finding(config, {})["evidence"]
+
+
+def test_the_resolution_waits_for_the_drafts_config(capsys, tmp_path):
+    """SGLang reads the draft's config.json while it resolves: without it on the host nothing runs (a fetch would be
+    needed; the resolution runs offline)."""
+    directory, dummy = model_dir(tmp_path, "k26")
+    rc, result = run_module(sglang_resolve, {"options": {"model-path": str(directory),
+                                                         "speculative-draft-model-path": "lightseekorg/x"},
+                                             "python": "/bin/sh", "gpu_facts": gpu_facts(H200)}, capsys)
+    assert rc == 0 and result["skipped"] == "the draft model's config.json is not on the host (lightseekorg/x)"

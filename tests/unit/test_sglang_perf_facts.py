@@ -2,8 +2,10 @@
 computations that follow SGLang's code agree with it."""
 import ast
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_facts as facts
@@ -23,6 +25,20 @@ def function_source(path, name):
         if not owner and isinstance(node, ast.FunctionDef) and node.name == name:
             return ast.unparse(node), ast.get_source_segment(text, node)
     return None, None
+
+
+def branches(unparsed):
+    """The conditions of every if, conditional expression and while in a function's source, each once."""
+    found = []
+    for node in ast.walk(ast.parse(unparsed)):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)) and ast.unparse(node.test) not in found:
+            found.append(ast.unparse(node.test))
+    return found
+
+
+# Each cited function's branches, reviewed for K2.6: what each does to the cited result.
+REVIEWED = yaml.safe_load((Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "fact_branches.yml").read_text())
+CITED = sorted({(fact.file, fact.function) for fact in facts.SGLANG_FACTS})
 
 
 def squeeze(text):
@@ -49,6 +65,32 @@ def test_a_fact_that_is_not_there_is_caught(tmp_path):
                       "        self.pp_loop_size = min(get_parallel().pp_size, 1 + get_parallel().pp_async_batch_depth)\n")
     unparsed, _raw = function_source(source, "S.init_pp_loop_state")
     assert facts.SGLANG_FACTS[0].expressions[0] not in unparsed
+
+
+@requires_real_sglang
+@pytest.mark.parametrize("cited", CITED, ids=lambda cited: cited[1])
+def test_no_cited_function_has_a_branch_nobody_reviewed_for_k26(cited):
+    """The expressions a fact cites can all be there while another branch of the same function changes the result
+    for K2.6 (the vision tower's factor did, before issue 51): every branch is listed, with what it does for K2.6."""
+    unparsed, dummy = function_source(SGLANG_SITE / "sglang" / cited[0], cited[1])
+    reviewed = REVIEWED.get("%s %s" % cited)
+    assert reviewed is not None, "no review of %s %s's branches in tests/fixtures/sglang/fact_branches.yml" % cited
+    seen = branches(unparsed)
+    new = [branch for branch in seen if branch not in reviewed]
+    assert not new, ("%s %s has branches nobody reviewed for K2.6 (does each change the cited result? say so in "
+                     "tests/fixtures/sglang/fact_branches.yml): %s" % (cited + (new,)))
+    gone = [branch for branch in reviewed if branch not in seen]
+    assert not gone, "reviewed branches gone from %s %s: %s" % (cited + (gone,))
+
+
+def test_an_unreviewed_branch_is_caught():
+    """The review above fails on a function that gained a branch: here the vision tower's factor, were it new."""
+    source = ("def handle_gpu_memory_settings(server_args):\n    if cfg.mem_fraction_static is None:\n"
+              "        mem_fraction_static = round((gpu_mem - reserved_mem) / gpu_mem, 3)\n"
+              "        if is_vlm:\n            mem_fraction_static = adjust(mem_fraction_static)\n")
+    reviewed = dict(REVIEWED["srt/arg_groups/memory_hook.py handle_gpu_memory_settings"])
+    del reviewed["is_vlm"]
+    assert [branch for branch in branches(source) if branch not in reviewed] == ["is_vlm"]
 
 
 @requires_real_sglang
