@@ -115,7 +115,7 @@ def choose(topology, gpus, nnodes=1, tp=AUTO, pp=AUTO):
         tp_size = tp_set if tp_set is not None else max(1, total // pp_set)
         pp_size = pp_set if pp_set is not None else max(1, total // tp_set)
         return layout(tp_size, pp_size, SOURCE_INVENTORY, kind, "set in the inventory")
-    across_nodes = "; pipeline parallel across the %d nodes" % nnodes if nnodes > 1 else ""
+    across_nodes = nodes_reason(gpus, nnodes)
     if links is None:
         why = (topology or {}).get("error") or "no topology facts"
         block = tensor_parallel_share(gpus)
@@ -145,6 +145,17 @@ def choose(topology, gpus, nnodes=1, tp=AUTO, pp=AUTO):
     }[kind]
     return layout(gpus, nnodes, SOURCE_TOPOLOGY, kind, reason + across_nodes,
                   [facts.NVLINK_LAYOUT_SOURCE] if kind == NVLINK else [])
+
+
+def nodes_reason(gpus, nnodes):
+    """What auto does between nodes, and that no measurement decided it (nothing, on one node)."""
+    if nnodes <= 1:
+        return ""
+    share = tensor_parallel_share(gpus)
+    return ("; pipeline parallel across the %d nodes (the network between them carries one hand-over a stage instead "
+            "of two all-reduces a layer): no published Kimi K2.x measurement compares it with tensor parallel across "
+            "the nodes; k26deploy tune -i INVENTORY --layouts tp%dpp%d,tp%dpp%d measures both"
+            % (nnodes, share, gpus // share * nnodes, share * nnodes, gpus // share))
 
 
 def tune_command(gpus, block):

@@ -64,7 +64,9 @@ def test_nvlink_status_counts_links_and_inactive_ones():
     (t.PCIE8, 6, 1, 2, 3, layout.PCIE, "tensor parallel across 2 of them"),
     (t.BRIDGED_PAIRS8, 8, 1, 8, 1, layout.PARTIAL,
      "no published measurement of this class was found, so tensor parallel across 8 of them"),
-    (t.NVSWITCH8, 8, 2, 8, 2, layout.NVLINK, "pipeline parallel across the 2 nodes"),
+    (t.NVSWITCH8, 8, 2, 8, 2, layout.NVLINK, "pipeline parallel across the 2 nodes (the network between them carries "
+     "one hand-over a stage instead of two all-reduces a layer): no published Kimi K2.x measurement compares it with "
+     "tensor parallel across the nodes; k26deploy tune -i INVENTORY --layouts tp8pp2,tp16pp1 measures both"),
     (t.NVSWITCH8, 4, 1, 4, 1, layout.NVLINK, "all 4 GPUs"),
     (t.SINGLE, 1, 1, 1, 1, layout.SINGLE, "one GPU"),
 ], ids=["nvswitch8", "pcie8", "pcie8-2numa", "pcie-6-of-8", "bridged-pairs8", "nvswitch8-2nodes", "nvswitch-4-of-8",
