@@ -4,7 +4,7 @@
 #   sanity        ansible-test sanity of the collection k26.deploy (further arguments go to ansible-test sanity)
 #   newest        the newest ansible-core on Debian 13's Python 3.13 in a Debian 13 container: its ansible-test sanity,
 #                 and the built collection installed into an outside project whose playbook runs every entry point
-#                 against that container (scripts/newest_ansible.sh; by hand, not in make test)
+#                 against that container (scripts/newest_ansible.sh)
 #   collection    the collection's changelog, docs lint and execution environment
 #   demo          `make demo` and its curls from this machine
 #   unit          pytest tests/unit (pure logic and modules run in-process; a few real-SGLang checks)
