@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.k26.deploy.plugins.filter import nvidia_cuda as nc
 
-BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
+BASE = "https://mirror.example.internal/cuda/repos"
 MIRROR = "https://mirror.example.internal/nvidia/cuda/repos/"
 
 
@@ -128,7 +128,7 @@ def test_keyring_version_is_1_1_not_1_0():
     assert "cuda-keyring_1.1-1_all.deb" in nc.keyring_url(BASE, "ubuntu2404", "x86_64")
 
 
-@pytest.mark.parametrize("base", ["", "developer.download.nvidia.com/compute", "ftp://x/y", None])
+@pytest.mark.parametrize("base", ["", "mirror.example.internal/cuda", "ftp://x/y", None])
 def test_repo_url_rejects_non_urls(base):
     with pytest.raises(AnsibleFilterError, match="base URL"):
         nc.repo_url(base, "debian12", "x86_64")
