@@ -7,7 +7,9 @@
 #                 against that container (scripts/newest_ansible.sh)
 #   collection    the collection's changelog, docs lint and execution environment
 #   demo          `make demo` and its curls from this machine
-#   unit          pytest tests/unit (pure logic and modules run in-process; a few real-SGLang checks)
+#   units         ansible-test units: the plugins' unit tests under tests/unit/plugins/ (tests/sanity/units.sh)
+#   unit          those, then pytest on the rest of tests/unit (modules run in-process, roles' files, the CLI; a few
+#                 real-SGLang checks)
 #   integration   pytest tests/integration (real systemd in podman containers)
 #   pytest        both pytest parts in one run (how `make test` balances them over the workers)
 #   molecule      Molecule `default`: the real SGLang 0.5.23 on the CPU
@@ -34,10 +36,12 @@ case ${1:-} in
   newest) exec scripts/newest_ansible.sh ;;
   collection) exec tests/sanity/collection.sh ;;
   demo) exec scripts/demo_check.sh ;;
-  unit) pytest_on pytest-unit tests/unit ;;
+  units) exec tests/sanity/units.sh ;;
+  unit) tests/sanity/units.sh && pytest_on pytest-unit tests/unit --ignore=tests/unit/plugins ;;
   integration) scripts/setup_sglang_cpu.sh && pytest_on pytest-integration tests/integration ;;
-  pytest) scripts/setup_sglang_cpu.sh && pytest_on pytest tests ;;
+  # (tests/unit/plugins is ansible-test's: the checks lane runs it)
+  pytest) scripts/setup_sglang_cpu.sh && pytest_on pytest tests --ignore=tests/unit/plugins ;;
   molecule) exec molecule test -s default ;;
   fleet) exec molecule test -s fleet ;;
-  *) echo "usage: scripts/part.sh lint|sanity|newest|collection|demo|unit|integration|pytest|molecule|fleet" >&2; exit 2 ;;
+  *) echo "usage: scripts/part.sh lint|sanity|newest|collection|demo|units|unit|integration|pytest|molecule|fleet" >&2; exit 2 ;;
 esac

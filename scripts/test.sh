@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Every test of the project, in three lanes after the set-up (what the lanes download comes in the background
 # meanwhile):
-#   checks:   ansible-lint (production profile), ruff, mypy -> ansible-test sanity with ansible-core 2.19 (pylint
+#   checks:   ansible-lint (production profile), ruff, mypy -> ansible-test units (the plugins' unit tests,
+#             tests/unit/plugins) -> ansible-test sanity with ansible-core 2.19 (pylint
 #             runs in the next part, with the newest) -> the newest ansible-core on Debian 13 (its sanity, and the
 #             built collection in an outside project: scripts/newest_ansible.sh) -> changelog, docs lint, execution
 #             environment -> `make demo` and its curls from this machine
-#   pytest:   unit and integration tests (real systemd in podman containers), on K26_TEST_WORKERS workers (3)
+#   pytest:   the other unit tests and the integration tests (real systemd in podman containers), on
+#             K26_TEST_WORKERS workers (3)
 #   molecule: the scenario default, the real SGLang 0.5.23 on the CPU (fleet is run by hand: test_router and
 #             test_multinode hold its checks)
 # checks then pytest run one after the other, in the order that fails fastest; molecule runs beside them, its output
@@ -96,6 +98,7 @@ rm -rf "$K26_ANSIBALLZ_CACHE"
 checks_lane() {
   local lane=checks
   part "ansible-lint (production profile), ruff, mypy" scripts/part.sh lint &&
+    part "ansible-test units (the plugins' unit tests)" scripts/part.sh units &&
     part "ansible-test sanity with ansible-core 2.19 (the collection k26.deploy; pylint with the newest)" \
       scripts/part.sh sanity --skip-test pylint &&
     part "the newest ansible-core on Debian 13: sanity, and the collection in an outside project" \

@@ -11,7 +11,9 @@ from ansible.utils.collection_loader._collection_finder import _AnsibleCollectio
 ROOT = Path(__file__).resolve().parent.parent
 # The checkout is the collection k26.deploy (.collections/ansible_collections/k26/deploy links to it): its plugins
 # import each other as ansible_collections.k26.deploy.plugins..., here as under Ansible.
-_AnsibleCollectionFinder(paths=[str(ROOT / ".collections")])._install()
+# (under `ansible-test units` its own finder, installed first, already knows the collection's tree)
+if not any(isinstance(finder, _AnsibleCollectionFinder) for finder in sys.meta_path):
+    _AnsibleCollectionFinder(paths=[str(ROOT / ".collections")])._install()
 for sub in ("src",):
     path = str(ROOT / sub)
     if path not in sys.path:

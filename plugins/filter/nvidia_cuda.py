@@ -6,7 +6,7 @@
 
 What the host has (GPUs, driver, toolkits) comes from the nvidia_gpu_facts module (module_utils/nvidia_smi.py).
 Everything here is a pure function of its arguments (facts, file contents, command output), so the
-per-distro knowledge of the role is unit-tested in tests/unit/test_nvidia_cuda_filters.py instead of
+per-distro knowledge of the role is unit-tested in tests/unit/plugins/filter/test_nvidia_cuda.py instead of
 being spread over Jinja expressions. The values follow NVIDIA's CUDA 13.0 installation guide:
 
 * NVIDIA repository path ``<base>/<distro>/<arch>/`` with distro ids ``ubuntu2204``, ``ubuntu2404``,

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator_process import FAST, SIMULATOR, Sim, free_port
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its helpers, for the tests under plugins/ too
+from simulator_process import FAST, SIMULATOR, Sim, free_port  # noqa: E402
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from ansible_collections.k26.deploy.plugins.module_utils import prometheus_text as prom
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_router_workers import busy_requests
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 FIXTURES = ROOT / "tests" / "fixtures" / "prometheus"
 
 

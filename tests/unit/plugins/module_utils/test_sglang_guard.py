@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_guard as guard
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "nvidia"
 POLICY = guard.policy_of({})
 
 

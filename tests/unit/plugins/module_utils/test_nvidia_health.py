@@ -11,7 +11,7 @@ from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_ru
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health as health
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi as smi
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "nvidia"
 H200_BUS = "00000000:00:06.0"
 
 

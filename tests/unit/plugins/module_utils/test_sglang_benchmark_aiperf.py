@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_benchmark_aiperf as aiperf
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "aiperf"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "aiperf"
 
 
 def export(name):
