@@ -17,7 +17,8 @@
 # With sanity and the demo moved into the Molecule lane and the newest ansible-core's lane (make newest, 112 s alone)
 # added there, it took 2552 s against 2141 (2026-12-06, a busy loop beside). In the checks lane, in place of the
 # outside project's test (test_collection, 87 s in pytest) and of the 2.19 sanity's pylint (42 s), it adds 120 to 370 s
-# on this machine with a busy loop beside (2385 s against 2013 and 2243 for the same tree without it, 2026-12-07).
+# on this machine with a busy loop beside (2385 s against 2013 and 2243 for the same tree without it; with it, 2798
+# and 2651 s, 2026-12-07; the project's CI took 1608 and 1659 s without it).
 # Each part's wall time, pytest's JUnit XML and Molecule's timestamped output go to .cache/test-times/
 # (K26_TEST_TIMES): `.venv/bin/python bench/suite_times.py` prints where the time went, and this script prints it at
 # the end.
