@@ -629,7 +629,7 @@ def draft_kv_layers(ctx):
                                          "the target's KV to each token" % (
                                              draft.get("algorithm"), ", ".join(draft.get("architectures") or ()) or
                                              "its config", int(draft["kv_layers"])))
-    if draft and not draft.get("sized_with_target_layers"):
+    if draft.get("sized_with_target_layers") is False:
         return 0, "%s: SGLang sizes its draft's cache apart from the target's cells (not counted here)" % algorithm
     return None, ("the draft model's KV cache and weights are not counted: SGLang's own resolution of them did not "
                   "run (%s)" % (draft.get("error") or "SGLang or the draft's config.json not on the host yet"))

@@ -201,3 +201,24 @@ def test_the_resolution_waits_for_the_drafts_config(capsys, tmp_path):
                                                          "speculative-draft-model-path": "lightseekorg/x"},
                                              "python": "/bin/sh", "gpu_facts": gpu_facts(H200)}, capsys)
     assert rc == 0 and result["skipped"] == "the draft model's config.json is not on the host (lightseekorg/x)"
+
+
+def test_a_draft_sglang_could_not_read_is_said_to_be_left_out_with_sglangs_words():
+    """The resolver's draft answer is an error when SGLang cannot read the draft: not counted, and said so."""
+    config = json.loads(K26_CONFIG.read_text())
+    resolution = {"ok": True, "resolved": {"draft": {"error": "OSError: no config.json in /models/draft"}}}
+    evidence = kv_finding(config, dict(EAGLE3, **{"speculative-draft-model-path": "/models/draft"}),
+                          resolution)["evidence"]
+    assert evidence["draft KV layers per token"] is None
+    assert "did not run (OSError: no config.json in /models/draft)" in evidence["draft source"]
+
+
+def test_a_draft_sglang_sizes_apart_adds_no_target_layers():
+    """DFLASH drafts get a pool of their own in SGLang (not the target's cells): nothing added here, and said so."""
+    config = json.loads(K26_CONFIG.read_text())
+    resolution = {"ok": True, "resolved": {"draft": {"algorithm": "DFLASH", "kv_layers": None,
+                                                     "sized_with_target_layers": False, "architectures": []}}}
+    evidence = kv_finding(config, {"speculative-algorithm": "DFLASH", "speculative-draft-model-path": "/models/d"},
+                          resolution)["evidence"]
+    assert evidence["draft KV layers per token"] == 0
+    assert evidence["draft source"] == "DFLASH: SGLang sizes its draft's cache apart from the target's cells (not counted here)"
