@@ -94,9 +94,7 @@ def model_path_of(options):
 
 def draft_model_path_of(options):
     """The speculative draft model's path or Hugging Face id in SGLang's options, or None."""
-    value = next((value for key, value in (options or {}).items()
-                  if option_key(key) == "speculative-draft-model-path"), None)
-    return str(value or "").strip() or None
+    return str(option_keys(options).get("speculative-draft-model-path") or "").strip() or None
 
 
 def without_secrets(options):

@@ -53,14 +53,22 @@ def gpu_facts(gpu):
                       "compute_capability": capability} for i in range(gpu["count"])]}
 
 
-def preflight_fraction(config, gpu, resolution=None):
-    """The mem-fraction-static the K26-KV-CACHE finding states for this config.json on 8 of these GPUs, with
-    SGLang's resolution or (None) this collection's copy of its estimate."""
+def kv_finding(config, options=None, resolution=None, draft_size=None, gpu=H200):
+    """K26-KV-CACHE for a 590 GB model of this config.json on 8 of these GPUs with these options, with SGLang's
+    resolution or (None) this collection's copy of its estimate; draft_size: a draft model's directory of that size."""
     model = {"path": "/models/k26", "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
              "config": {"kv": facts.kv_config(config), "vision": facts.vision_tower(config)}}
-    ctx = rules.build_context({"tp-size": 8, "model-path": "/models/k26"}, gpu=gpu_facts(gpu), model=model,
-                              resolution=resolution)
+    if draft_size is not None:
+        model["draft"] = {"path": "/models/draft", "exists": True, "size_bytes": draft_size}
+    ctx = rules.build_context(dict({"tp-size": 8, "model-path": "/models/k26"}, **(options or {})), gpu=gpu_facts(gpu),
+                              model=model, resolution=resolution)
     (finding,) = [f for f in rules.evaluate(ctx) if f["id"] == "K26-KV-CACHE"]
+    return finding
+
+
+def preflight_fraction(config, gpu, resolution=None):
+    """The mem-fraction-static the K26-KV-CACHE finding states for this config.json on 8 of these GPUs."""
+    finding = kv_finding(config, resolution=resolution, gpu=gpu)
     return finding["evidence"]["fraction"], finding
 
 
@@ -146,18 +154,6 @@ def eagle3_draft_dir(tmp_path, size_bytes=0):
     directory.mkdir()
     (directory / "config.json").write_text(json.dumps(config))
     return directory
-
-
-def kv_finding(config, options, resolution=None, draft_size=None):
-    """K26-KV-CACHE for K2.6 on 8 H200s with these options (and SGLang's resolution of them)."""
-    model = {"path": "/models/k26", "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
-             "config": {"kv": facts.kv_config(config), "vision": facts.vision_tower(config)}}
-    if draft_size is not None:
-        model["draft"] = {"path": "/models/draft", "exists": True, "size_bytes": draft_size}
-    ctx = rules.build_context(dict({"tp-size": 8, "model-path": "/models/k26"}, **options), gpu=gpu_facts(H200),
-                              model=model, resolution=resolution)
-    (finding,) = [f for f in rules.evaluate(ctx) if f["id"] == "K26-KV-CACHE"]
-    return finding
 
 
 @pytest.mark.sglang_real
