@@ -53,15 +53,16 @@ def gpu_facts(gpu):
                       "compute_capability": capability} for i in range(gpu["count"])]}
 
 
-def kv_finding(config, options=None, resolution=None, draft_size=None, gpu=H200):
-    """K26-KV-CACHE for a 590 GB model of this config.json on 8 of these GPUs with these options, with SGLang's
-    resolution or (None) this collection's copy of its estimate; draft_size: a draft model's directory of that size."""
+def kv_finding(config, options=None, resolution=None, draft_size=None, gpu=None):
+    """K26-KV-CACHE for a 590 GB model of this config.json on 8 of these GPUs (H200 by default) with these options,
+    with SGLang's resolution or (None) this collection's copy of its estimate; draft_size: a draft model's directory
+    of that size."""
     model = {"path": "/models/k26", "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
              "config": {"kv": facts.kv_config(config), "vision": facts.vision_tower(config)}}
     if draft_size is not None:
         model["draft"] = {"path": "/models/draft", "exists": True, "size_bytes": draft_size}
-    ctx = rules.build_context(dict({"tp-size": 8, "model-path": "/models/k26"}, **(options or {})), gpu=gpu_facts(gpu),
-                              model=model, resolution=resolution)
+    ctx = rules.build_context(dict({"tp-size": 8, "model-path": "/models/k26"}, **(options or {})),
+                              gpu=gpu_facts(gpu or H200), model=model, resolution=resolution)
     (finding,) = [f for f in rules.evaluate(ctx) if f["id"] == "K26-KV-CACHE"]
     return finding
 
