@@ -1,7 +1,8 @@
 """Did the roll drain each replica out of the router, `serial` replicas at a time, one batch after the other?
 
-stdin: {"samples": [[monotonic seconds, [worker URLs the router lists]], ...] (an unanswered sample is
-        [monotonic seconds, null, the error]: a request the router failed, which fails the roll),
+stdin: {"samples": [{"sent": monotonic seconds, "answered": monotonic seconds, "workers": [worker URLs the router
+        lists]}, ...] (sample_workers.py's; an unanswered sample has "error" in place of "workers": a request the
+        router failed, which fails the roll),
         "replicas": [replica names], "serial": the roll's k26_serial (the batches are the replicas in the order
         they stopped, `serial` at a time: the run, not the inventory, decides the order),
         "identities": {name: {"InactiveEnterTimestampMonotonic": usec, "ExecMainStartTimestampMonotonic": usec}},
@@ -9,9 +10,10 @@ stdin: {"samples": [[monotonic seconds, [worker URLs the router lists]], ...] (a
 The timestamps are systemd's for the replica's restart (its stop and its new process's start), on the same
 CLOCK_MONOTONIC as the samples: the containers share the host's kernel.
 
-Checks, for each replica: the router lists it in no sample from its stop until 2 s after its new process started
-(its port is still closed then: weights load for 2 s), and there is such a sample; it is listed again before the
-next batch stops; the replicas of a batch were down together; a batch stops only after the one before it started
+A sample tells the router's list at some moment between its sent and answered times. Checks, for each replica: no
+sample taken wholly within its stop and 2 s after its new process started (its port is still closed then: weights load
+for 2 s) lists it, and a sample reaching into that time shows it out; it is listed again before the next batch stops;
+the replicas of a batch were down together; a batch stops only after the one before it started
 again; the last batch is listed in the last sample. Prints what it saw; exits 1 with every violation.
 """
 import json
@@ -28,17 +30,20 @@ def replica(data, name):
 
 
 def check_replica(samples, one, next_stop):
-    """Problems with one replica's restart: listed while away, no sample then, not listed again in time."""
-    away = [urls for when, urls in samples if one["stopped"] <= when <= one["started"] + LOADING_SECONDS]
-    listed = [urls for urls in away if one["url"] in urls]
+    """Problems with one replica's restart: listed while away, never seen out then, not listed again in time."""
+    begin, end = one["stopped"], one["started"] + LOADING_SECONDS
+    away = [sample for sample in samples if sample["answered"] >= begin and sample["sent"] <= end]
+    listed = [sample for sample in away if begin <= sample["sent"] and sample["answered"] <= end
+              and one["url"] in sample["workers"]]
     print("%s: out of the router from %.2f to %.2f: %d samples, %d listing it"
-          % (one["name"], one["stopped"], one["started"] + LOADING_SECONDS, len(away), len(listed)))
+          % (one["name"], begin, end, len(away), len(listed)))
     problems = []
-    if not away:
-        problems.append("%s: no sample of the router's workers while it restarted" % one["name"])
+    if not any(one["url"] not in sample["workers"] for sample in away):
+        problems.append("%s: no sample of the router's workers showed it out while it restarted" % one["name"])
     if listed:
         problems.append("%s: the router listed it while it restarted" % one["name"])
-    if not any(one["started"] < when < next_stop and one["url"] in urls for when, urls in samples):
+    if not any(one["started"] < sample["sent"] and sample["answered"] < next_stop and one["url"] in sample["workers"]
+               for sample in samples):
         problems.append("%s: not listed again before the next batch stopped" % one["name"])
     return problems
 
@@ -59,18 +64,20 @@ def check_batches(batches):
 
 def unanswered(raw):
     """Problems with the samples the router did not answer: each is a request it failed during the roll."""
-    failed = [sample for sample in raw if sample[1] is None]
+    failed = [sample for sample in raw if "error" in sample]
     if not failed:
         return []
-    first = failed[0]
-    return ["the router did not answer %d of %d samples (the first at %.2f: %s)"
-            % (len(failed), len(raw), first[0], first[2] if len(first) > 2 else "no answer")]
+    return ["the router did not answer %d of %d samples (the first sent at %.2f: %s)"
+            % (len(failed), len(raw), failed[0]["sent"], failed[0]["error"])]
 
 
 def main():
     data = json.load(sys.stdin)
     problems = unanswered(data["samples"])
-    samples = sorted((sample[0], set(sample[1])) for sample in data["samples"] if sample[1] is not None)
+    answered = [dict(sample, workers=set(sample["workers"])) for sample in data["samples"] if "error" not in sample]
+    samples = sorted(answered, key=lambda sample: sample["sent"])
+    if samples:
+        print("the router's slowest answer: %.2f s" % max(sample["answered"] - sample["sent"] for sample in samples))
     stopped = sorted((replica(data, name) for name in data["replicas"]), key=lambda one: one["stopped"])
     batches = [stopped[index:index + data["serial"]] for index in range(0, len(stopped), data["serial"])]
     problems += check_batches(batches)
@@ -78,7 +85,7 @@ def main():
         next_stop = min(one["stopped"] for one in batches[index + 1]) if index + 1 < len(batches) else float("inf")
         for one in batch:
             problems += check_replica(samples, one, next_stop)
-    if samples and batches and not all(one["url"] in samples[-1][1] for one in batches[-1]):
+    if samples and batches and not all(one["url"] in samples[-1]["workers"] for one in batches[-1]):
         problems.append("the last batch is not listed in the last sample")
     if problems:
         print("\n".join(problems))
