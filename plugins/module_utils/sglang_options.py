@@ -8,7 +8,7 @@ of its layers, the options it reserves, the problems that stop a configuration a
 
 Used by the filters (the sglang_service role's option merge), the modules (preflight rules, the argument check,
 readiness) and the tests that hold the simulator to the same facts. Checked against SGLang 0.5.23 by
-tests/unit/test_simulator_conformance.py and tests/unit/test_sglang_options.py.
+tests/unit/test_simulator_conformance.py and tests/unit/plugins/filter/test_sglang_options.py.
 """
 
 from __future__ import annotations

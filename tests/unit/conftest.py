@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # its helpers, for the tests under plugins/ too
+# its helpers and those of tests/ (safetensors_shards), for the tests under plugins/ too (ansible-test units)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from simulator_process import FAST, SIMULATOR, Sim, free_port  # noqa: E402
 
 

@@ -121,7 +121,7 @@ def test_one_list_of_attention_backends_everywhere():
 
     from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules, sglang_options
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[4]
     spec = yaml.safe_load((root / "roles/sglang_service/meta/argument_specs.yml").read_text())
     choices = spec["argument_specs"]["main"]["options"]["sglang_service_attention_backend"]["choices"]
     assert choices == [""] + list(sglang_options.ATTENTION_BACKENDS)

@@ -1,10 +1,6 @@
 """K26-TUNED: what k26deploy tune measured, said of the configuration preflight and status look at (the rows'
 variables against the effective SGLang options), and the action plugin that hands a report only to the hosts it
-measured."""
-import pytest
-
-from ansible.errors import AnsibleActionFail
-from ansible_collections.k26.deploy.plugins.action.sglang_preflight import tune_report_for
+measured (that one in tests/unit/plugins/action/test_sglang_preflight.py)."""
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_tune_evidence as evidence
 
@@ -76,10 +72,3 @@ def test_the_rule_s_warning_is_overridable_like_every_rule():
     findings = rules.evaluate(rules.build_context({"tp-size": 1, "pp-size": 8}, tune=REPORT),
                               severity_overrides={"K26-TUNED": "error"})
     assert [f["severity"] for f in findings if f["id"] == "K26-TUNED"] == ["error"]
-
-
-def test_the_action_plugin_hands_the_report_only_to_the_hosts_it_measured():
-    assert tune_report_for(REPORT, "gpu-1") == REPORT
-    assert tune_report_for(REPORT, "gpu-2") is None and tune_report_for(None, "gpu-1") is None
-    with pytest.raises(AnsibleActionFail, match="k26_preflight_tune_report must be"):
-        tune_report_for("tp8pp1", "gpu-1")
