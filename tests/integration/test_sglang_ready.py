@@ -162,7 +162,8 @@ def test_check_mode_reports_without_waiting(container):
 
 def test_progress_is_reported_during_long_waits(container, tmp_path):
     progress = tmp_path / "progress.jsonl"
-    url = start_sim(container, "sim-slow", env={"SGLANG_SIM_LOAD_SECONDS": "7"})
+    # loading lasts several progress intervals even when each slice's module start takes seconds on a loaded machine
+    url = start_sim(container, "sim-slow", env={"SGLANG_SIM_LOAD_SECONDS": "12"})
     res = run_task(container, {"k26.deploy.sglang_ready": {"unit": "sim-slow.service", "url": url, "progress_interval": 2}},
                    extra_env={"K26DEPLOY_PROGRESS_FILE": str(progress)})
     container.systemctl("stop", "sim-slow.service", check=False)
