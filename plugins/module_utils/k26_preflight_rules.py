@@ -258,14 +258,9 @@ def cuda_graph_config(ctx):
     return value if isinstance(value, dict) else {}
 
 
-def default_decode_graph_max_bs(gpu_mem_mib, tp):
-    """SGLang 0.5.23's largest decode batch with a CUDA graph when none is set (sglang_perf_facts.memory_tier),
-    from the smallest GPU's memory (nvidia-smi memory.total, MiB; None when unknown) and tp-size."""
-    return sglang_perf_facts.memory_tier(gpu_mem_mib, tp)[1]
-
-
 def decode_graph_max_bs(ctx, running):
-    """(largest decode batch SGLang captures a graph for, where that number comes from)."""
+    """(largest decode batch SGLang captures a graph for, where that number comes from): the options', else SGLang's
+    own resolution on this host; (None, why) before SGLang can resolve it."""
     decode = cuda_graph_config(ctx).get("decode", {})
     listed = opt(ctx, "cuda-graph-bs-decode") or decode.get("bs")
     if listed:
@@ -274,12 +269,11 @@ def decode_graph_max_bs(ctx, running):
     explicit = opt(ctx, "cuda-graph-max-bs-decode") or decode.get("max_bs")
     if explicit:
         return as_int(explicit, 0), "cuda-graph-max-bs-decode"
-    mems = gpu_memories_mib(ctx)
-    smallest = min(mems) if mems else None
-    tp, _pp, _nnodes = parallel(ctx)
+    resolved = (((ctx.get("resolved") or {}).get("cuda_graph") or {}).get("decode") or {}).get("max_bs")
+    if not resolved:
+        return None, MEMORY_UNRESOLVED
     # SGLang lowers its own default to max-running-requests, never an explicit size
-    return (min(default_decode_graph_max_bs(smallest, tp), running),
-            "SGLang's default for %s MiB GPUs at tp-size %d" % (smallest or "unknown", tp))
+    return min(as_int(resolved, 0), running), "SGLang's own resolution on this host"
 
 
 def largest_decode_batch(ctx):
@@ -338,7 +332,7 @@ def check_cuda_graph_partial(ctx):
     graphs = None
     if batch:
         graphs, source = decode_graph_max_bs(ctx, as_int(opt(ctx, "max-running-requests"), batch))
-        if batch > graphs:
+        if graphs is not None and batch > graphs:
             reasons.append("decode batches of %d to %d requests (%s) run without a graph: the largest captured is %d "
                            "(%s), and SGLang 0.5.23 replays a graph only up to it, silently (the decode log line "
                            "says 'cuda graph: False')" % (graphs + 1, batch, bound, graphs, source))
@@ -542,43 +536,25 @@ def check_deepgemm(ctx):
                  evidence)
 
 
-def served_vision_tower(ctx):
-    """The vision tower SGLang sizes memory for ([layers, hidden size], from the model's config.json), None for a
-    model it serves as text: not multimodal, or served language-only or as a decode server (handle_gpu_memory_settings)."""
-    vision = ((ctx.get("model") or {}).get("config") or {}).get("vision")
-    if not vision or as_bool(opt(ctx, "language-only")) or as_bool(opt(ctx, "language-model-only")):
-        return None
-    return None if str(opt(ctx, "disaggregation-mode", "") or "") == "decode" else vision
+# What the memory figures say before SGLang's own resolution could run (it needs SGLang on the host).
+MEMORY_UNRESOLVED = ("not known before SGLang's own resolution, which needs SGLang on the host: the deploy runs it "
+                     "once SGLang is installed, before the start")
 
 
-def static_fraction(ctx, gpu_mem_mib):
-    """(mem-fraction-static, where it comes from): the option, or SGLang 0.5.23's own estimate for this GPU,
-    layout and model (sglang_perf_facts.mem_fraction_static: a multimodal model's includes its vision tower's
-    factor), to four decimals."""
+def static_fraction(ctx):
+    """(mem-fraction-static, where it comes from): the option, else SGLang's own resolution on this host (which sizes
+    a multimodal model's with its vision tower's factor), to four decimals; (None, why) before SGLang could resolve it.
+    """
     fraction_set = opt(ctx, "mem-fraction-static")
     if fraction_set is not None:
         return as_float(fraction_set, 0.0), "set"
     resolved = ctx.get("resolved") or {}
-    if resolved.get("mem_fraction_static"):
-        multimodal = (resolved.get("model") or {}).get("is_multimodal")
-        return round(float(resolved["mem_fraction_static"]), 4), (
-            "SGLang's own resolution on this host%s (its code, the GPU facts answering its device questions)"
-            % (", a multimodal model to it: its vision tower's factor included" if multimodal else ""))
-    tp, pp, _nnodes = parallel(ctx)
-    vision = served_vision_tower(ctx)
-    prefill = str(opt(ctx, "cuda-graph-backend-prefill", "") or "").lower()
-    fraction, _reserved = sglang_perf_facts.mem_fraction_static(
-        gpu_mem_mib, tp, pp, chunked_prefill_size=as_int(opt(ctx, "chunked-prefill-size"), None),
-        decode_max_bs=as_int(opt(ctx, "cuda-graph-max-bs-decode"), None),
-        decode_graphs=not check_cuda_graph_off(ctx),
-        prefill_graph=(False if prefill == "disabled" or as_bool(opt(ctx, "disable-prefill-cuda-graph"))
-                       else True if prefill else None),
-        mla=bool(ctx.get("mla", True)), vision=vision)
-    if vision:
-        return round(fraction, 4), ("SGLang's own estimate, x %.3f for the model's vision tower (%d layers x %d; "
-                                    "SGLang sizes memory for it whether or not images come)"
-                                    % (sglang_perf_facts.vlm_factor(vision), vision[0], vision[1]))
-    return round(fraction, 4), "SGLang's own estimate"
+    if not resolved.get("mem_fraction_static"):
+        return None, MEMORY_UNRESOLVED
+    multimodal = (resolved.get("model") or {}).get("is_multimodal")
+    return round(float(resolved["mem_fraction_static"]), 4), (
+        "SGLang's own resolution on this host%s (its code, the GPU facts answering its device questions)"
+        % (", a multimodal model to it: its vision tower's factor included" if multimodal else ""))
 
 
 def check_model_too_large(ctx):
@@ -593,12 +569,20 @@ def check_model_too_large(ctx):
     if not mems:
         return None
     used = min(tp * pp, len(mems) * max(nnodes, 1))
-    fraction, source = static_fraction(ctx, min(mems))
-    budget = used * min(mems) * (1 << 20) * fraction
+    fraction, source = static_fraction(ctx)
     size = model["size_bytes"]
-    where = "%d GPU(s) x %d MiB x mem-fraction-static %s (%s)" % (used, min(mems), fraction, source)
     evidence = {"model.size_bytes": size, "gpus_used": used, "gpu.memory_total_mib": min(mems),
                 "mem-fraction-static": fraction, "mem-fraction-static source": source}
+    if fraction is None:  # before SGLang's resolution only the GPUs' whole memory is a bound
+        whole = used * min(mems) * (1 << 20)
+        if size <= whole:
+            return None
+        return found("model %s is %s, more than the %s of %d GPU(s) x %d MiB altogether: SGLang runs out of memory "
+                     "while loading, whatever share of it SGLang takes (mem-fraction-static %s)."
+                     % (model.get("path"), gib(size), gib(whole), used, min(mems), source),
+                     "use more GPUs/nodes (pp-size, nnodes) or a quantised checkpoint", evidence)
+    budget = used * min(mems) * (1 << 20) * fraction
+    where = "%d GPU(s) x %d MiB x mem-fraction-static %s (%s)" % (used, min(mems), fraction, source)
     if size > budget:
         return found("model %s is %s but the weights may use only %s (%s): SGLang runs out of memory while loading."
                      % (model.get("path"), gib(size), gib(budget), where),
@@ -639,8 +623,8 @@ def kv_cache_budget(ctx):
     """{"tokens", "context", ...}: the KV cache SGLang's static memory leaves per GPU once the weights are in, in
     tokens of an MLA model (its latent KV is kept whole on every TP rank; a pipeline stage holds its layers only;
     a speculative draft adds its layers to each token, as SGLang's DefaultPoolConfigurator does, and its weights),
-    or None when the GPUs, the model's size or its MLA config are not known. Not modelled: attn-dp, DCP, uneven
-    stages."""
+    or None when the GPUs, the model's size or its MLA config are not known; "tokens" None (and why in "fraction
+    source") before SGLang could resolve mem-fraction-static. Not modelled: attn-dp, DCP, uneven stages."""
     model = ctx.get("model") or {}
     kv = (model.get("config") or {}).get("kv") or {}
     per_token_all_layers = sglang_perf_facts.mla_kv_bytes_per_token(kv, kv_dtype_bytes(ctx))
@@ -648,7 +632,9 @@ def kv_cache_budget(ctx):
     if not per_token_all_layers or not mems or not model.get("size_bytes") or not model.get("exists"):
         return None
     tp, pp, _nnodes = parallel(ctx)
-    fraction, source = static_fraction(ctx, min(mems))
+    fraction, source = static_fraction(ctx)
+    if fraction is None:
+        return {"tokens": None, "fraction": None, "fraction source": source}
     static = min(mems) * (1 << 20) * fraction
     draft_layers, draft_source = draft_kv_layers(ctx)
     draft_size = ((model.get("draft") or {}).get("size_bytes") or 0) if draft_layers else 0
@@ -680,6 +666,9 @@ def check_kv_cache(ctx):
     budget = kv_cache_budget(ctx)
     if not budget:
         return None
+    if budget["tokens"] is None:
+        return found("KV cache not sized yet: mem-fraction-static is %s." % budget["fraction source"],
+                     NOTHING_TO_DO, dict(budget, **option_evidence(ctx, "tp-size", "pp-size")), INFO)
     tp, pp, _nnodes = parallel(ctx)
     evidence = dict(budget, **option_evidence(ctx, "mem-fraction-static", "context-length", "kv-cache-dtype",
                                               "tp-size", "pp-size"))

@@ -121,3 +121,16 @@ def failed_level(concurrency, requests, gpus=None):
     record = level_record(concurrency, None, gpus)
     record.update(requests=requests, errors=requests)
     return record
+
+
+def server_decode_graph_max_bs(info):
+    """The largest decode batch the server captured a CUDA graph for, from its /server_info (SGLang 0.5.23 answers with
+    its resolved arguments: cuda_graph_config's decode max_bs; older ones with cuda_graph_max_bs), or None when it
+    does not say (a server with graphs off, the simulator)."""
+    config = (info or {}).get("cuda_graph_config")
+    decode = config.get("decode") if isinstance(config, dict) else None
+    value = decode.get("max_bs") if isinstance(decode, dict) else (info or {}).get("cuda_graph_max_bs")
+    try:
+        return int(value) if value else None
+    except (TypeError, ValueError):
+        return None

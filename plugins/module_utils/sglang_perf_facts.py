@@ -14,8 +14,10 @@ Two kinds of facts:
   source). The layout choice (sglang_layout) cites them by id, and the simulator's performance model is held to
   each row in tests/unit/test_simulator_performance.py.
 
-And two small computations that follow SGLang's own code: its ``mem-fraction-static`` estimate when the option is
-not set (``mem_fraction_static``) and the KV cache bytes per token of an MLA model (``mla_kv_bytes_per_token``).
+The figures SGLang computes for a configuration (its ``mem-fraction-static`` estimate, chunked prefill, the largest
+decode CUDA graph) are not copied here: SGLang's own resolution gives them (sglang_resolver); the facts above say
+what that code does, for the findings' reasons. One small computation follows SGLang's code: the KV cache bytes per
+token of an MLA model (``mla_kv_bytes_per_token``).
 """
 
 from __future__ import annotations
@@ -55,14 +57,14 @@ SGLANG_FACTS = (
          "round((gpu_mem - reserved_mem) / gpu_mem, 3)"),
         "Without mem-fraction-static SGLang sets it to (gpu_mem - reserved) / gpu_mem, reserved (MiB) = 512 + "
         "1.5 x max(chunked-prefill-size, 2048) + tp x pp / 8 x 1024 + the CUDA graphs' reserve, at least 10 GiB on "
-        "GPUs above 60 GiB (mem_fraction_static below)."),
+        "GPUs above 60 GiB (SGLang's own resolution gives the figure: sglang_resolver)."),
     SglangFact(
         "vlm-mem-fraction", "srt/arg_groups/memory_hook.py", "handle_gpu_memory_settings",
         ("model_config.is_multimodal", "not cfg.language_only", "not cfg.language_model_only",
          "cfg.disaggregation_mode != 'decode'", "adjust_mem_fraction_for_vlm(mem_fraction_static, model_config, "
          "post_capture_kv_sizing, gpu_mem)"),
         "A multimodal model (Kimi K2.6's KimiK25ForConditionalGeneration is one) gets its estimate multiplied by "
-        "the vision tower's factor, unless served language-only or as a decode server (vlm_factor below)."),
+        "the vision tower's factor, unless served language-only or as a decode server."),
     SglangFact(
         "vlm-factor", "srt/arg_groups/memory_hook.py", "adjust_mem_fraction_for_vlm",
         ("base_mem_fraction_reduction_ratio = 0.95", "baseline_vit_layers = 24", "baseline_vit_hidden_size = 1024",
@@ -81,7 +83,8 @@ SGLANG_FACTS = (
         ("gpu_mem < 20 * 1024", "gpu_mem < 35 * 1024", "gpu_mem < 60 * 1024", "gpu_mem < 90 * 1024",
          "gpu_mem < 160 * 1024", "chunked_prefill_size=8192", "chunked_prefill_size=16384",
          "decode_cuda_graph_config.max_bs = 512"),
-        "chunked-prefill-size and the largest decode CUDA graph follow the GPU's memory (GPU_MEMORY_TIERS)."),
+        "chunked-prefill-size and the largest decode CUDA graph follow the GPU's memory (SGLang's own resolution "
+        "gives them: sglang_resolver)."),
     SglangFact(
         "max-request-length", "srt/managers/tp_worker.py", "TpModelWorker.alloc_memory_pool",
         ("min(self.model_config.context_len - 1, self.model_runner.effective_logical_max_total_num_tokens - 1)",),
@@ -100,78 +103,6 @@ SGLANG_FACTS = (
         "target's per-layer size; the draft's layer count is the model runner's eagle_draft_num_layers, which "
         "sglang_resolver asks SGLang for (K26-KV-CACHE)."),
 )
-
-# (below MiB, chunked-prefill-size, decode graph max bs with tp < 4, with tp >= 4): handle_gpu_memory_settings.
-GPU_MEMORY_TIERS = (
-    (20 * 1024, 2048, 8, 8),
-    (35 * 1024, 4096, 48, 160),
-    (60 * 1024, 4096, 32, 160),
-    (90 * 1024, 8192, 256, 512),
-    (160 * 1024, 8192, 256, 512),
-)
-LARGEST_TIER = (16384, 512, 512)  # B200, MI300
-UNKNOWN_MEMORY = (4096, 160, 160)  # no GPU memory known
-
-
-def memory_tier(gpu_mem_mib, tp):
-    """(chunked-prefill-size, decode graph max bs) SGLang 0.5.23 picks for a GPU of GPU_MEM_MIB MiB at tp-size TP."""
-    if not gpu_mem_mib:
-        chunk, small, large = UNKNOWN_MEMORY
-    else:
-        chunk, small, large = next((tier[1:] for tier in GPU_MEMORY_TIERS if gpu_mem_mib < tier[0]), LARGEST_TIER)
-    return chunk, (small if tp < 4 else large)
-
-
-def mem_fraction_static(gpu_mem_mib, tp, pp, chunked_prefill_size=None, decode_max_bs=None, decode_graphs=True,
-                        prefill_graph=None, mla=True, vision=None):
-    """SGLang 0.5.23's own mem-fraction-static (handle_gpu_memory_settings, reserve_for_graph_mb,
-    adjust_mem_fraction_for_vlm) for one GPU of GPU_MEM_MIB MiB, as (fraction, reserved MiB). Not modelled: DP
-    attention, DeepEP, disaggregation. ``prefill_graph`` None: SGLang's default, on with pp-size 1 and off with
-    pp > 1. ``vision``: the vision tower's (layers, hidden size) of a model SGLang serves as multimodal
-    (vision_tower), None for one it serves as text."""
-    factor = vlm_factor(vision) if vision else 1.0
-    if not gpu_mem_mib:
-        return 0.95 * factor, None
-    chunk, max_bs = memory_tier(gpu_mem_mib, tp)
-    chunk = chunked_prefill_size or chunk
-    max_bs = decode_max_bs or max_bs
-    if prefill_graph is None:
-        prefill_graph = pp <= 1
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024
-    if decode_graphs:
-        reserved += max_bs * 2
-    if prefill_graph:
-        reserved += 1.5 * 1024 if mla else 0  # non-MLA: 8 MiB per prefill graph size, not modelled
-    if gpu_mem_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3) * factor, reserved
-
-
-# The architectures among SGLang 0.5.23's multimodal ones (configs/model_config.py multimodal_model_archs) that this
-# collection serves, and the vision tower SGLang gives Kimi K2.6 when its config.json names none
-# (configs/kimi_k25.py KimiK25VisionConfig's defaults; the real config.json says the same as vt_*).
-MULTIMODAL_ARCHITECTURES = ("KimiK25ForConditionalGeneration",)
-KIMI_VISION_TOWER = (27, 1152)
-
-
-def vision_tower(config):
-    """[layers, hidden size] of the vision tower SGLang sizes memory for, from a model's config.json; None for a
-    model SGLang serves as text (its architecture is none of MULTIMODAL_ARCHITECTURES)."""
-    config = config or {}
-    if not set(config.get("architectures") or ()) & set(MULTIMODAL_ARCHITECTURES):
-        return None
-    vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else {}
-    layers = vision.get("num_hidden_layers", vision.get("vt_num_hidden_layers", KIMI_VISION_TOWER[0]))
-    hidden = vision.get("hidden_size", vision.get("vt_hidden_size", KIMI_VISION_TOWER[1]))
-    return [int(layers), int(hidden)]
-
-
-def vlm_factor(vision):
-    """What SGLang multiplies a multimodal model's mem-fraction-static by, for a vision tower of (layers, hidden
-    size) (adjust_mem_fraction_for_vlm)."""
-    layers, hidden = vision
-    complexity = layers * hidden ** 2 / float(24 * 1024 ** 2)
-    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (complexity - 1.0)))
 
 
 def mla_kv_bytes_per_token(config, dtype_bytes=2):

@@ -150,6 +150,13 @@ duration:
   description: Seconds the sweep took.
   returned: success
   type: float
+decode_graph_max_bs:
+  description:
+    - The largest decode batch the server captured a CUDA graph for, as its C(/server_info) says (SGLang's own
+      resolution), or null when it does not say; decode batches beyond it are diagnosed.
+  returned: success
+  type: int
+  sample: 512
 """
 
 import json
@@ -161,6 +168,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import fetch_url
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_smi
 from ansible_collections.k26.deploy.plugins.module_utils.k26_files import private_directory
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_benchmark_aiperf import (
@@ -171,6 +179,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_benchmark_aiperf
     level_record,
     profiling_window,
     requests_of,
+    server_decode_graph_max_bs,
 )
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import redact, redact_log_line
 
@@ -257,6 +266,20 @@ def journal_since(module, unit, started):
     return redact([redact_log_line(line) for line in out.splitlines()], secrets) if rc == 0 else []
 
 
+def server_decode_graph(module):
+    """The server's largest decode CUDA graph from its /server_info (asked with the API key), or None."""
+    params = module.params
+    headers = {"Authorization": "Bearer %s" % params["api_key"]} if params["api_key"] else {}
+    response, info = fetch_url(module, params["url"].rstrip("/") + "/server_info", headers=headers, timeout=30,
+                               ca_path=params["ca_path"])
+    if info.get("status") != 200 or response is None:
+        return None
+    try:
+        return server_decode_graph_max_bs(json.loads(response.read()))
+    except ValueError:
+        return None
+
+
 def check_params(module):
     params = module.params
     if not params["levels"] or min(params["levels"]) < 1:
@@ -299,7 +322,8 @@ def main():
     )
     check_params(module)
     if module.check_mode:
-        module.exit_json(changed=False, levels=[], journal_lines=[], tool="", started=time.time(), duration=0.0)
+        module.exit_json(changed=False, levels=[], journal_lines=[], tool="", started=time.time(), duration=0.0,
+                         decode_graph_max_bs=None)
     started = time.time()
     problem = private_directory(module.params["workdir"])
     if problem:
@@ -313,7 +337,7 @@ def main():
                                            "from importlib.metadata import version; print(version('aiperf'))"])
     module.exit_json(changed=False, levels=levels, journal_lines=journal_since(module, module.params["unit"], started),
                      tool="aiperf %s" % (version.strip() if rc == 0 else "?"), started=started,
-                     duration=round(time.time() - started, 1))
+                     duration=round(time.time() - started, 1), decode_graph_max_bs=server_decode_graph(module))
 
 
 if __name__ == "__main__":

@@ -44,13 +44,6 @@ options:
       - How the host's GPUs are connected (the C(topology) of M(k26.deploy.nvidia_gpu_facts)); a tensor or pipeline
         parallel layout that fights it is diagnosed. Without it the layout is not judged.
     type: dict
-  gpu_memories_mib:
-    description:
-      - Each GPU's total memory in MiB (M(k26.deploy.nvidia_gpu_facts)' C(memory_total_mib)); the largest decode
-        CUDA graph SGLang captures depends on it, so without it decode batches beyond the graphs are not diagnosed.
-    type: list
-    elements: int
-    default: []
   results_dir:
     description: Directory on the controller for the results (created).
     type: path
@@ -188,7 +181,6 @@ def main():
             sweep=dict(type="dict", required=True),
             options=dict(type="dict", default={}),
             topology=dict(type="dict"),
-            gpu_memories_mib=dict(type="list", elements="int", default=[]),
             results_dir=dict(type="path", required=True),
             gate=dict(type="float"),
             plot=dict(type="bool", default=True),
@@ -210,7 +202,7 @@ def main():
         "levels": measured.get("levels") or [],
         "journal_lines": measured.get("journal_lines") or [],
         "topology": params["topology"],
-        "gpu_memories_mib": params["gpu_memories_mib"],
+        "decode_graph_max_bs": measured.get("decode_graph_max_bs"),
     }
     sweep["baseline"] = report.pick_baseline(params["host"], report.read_sweeps(params["results_dir"]))
     sweep["changes"] = report.changes(sweep["levels"], (sweep["baseline"] or {}).get("levels"))

@@ -115,9 +115,17 @@ options:
   resolution:
     description:
       - The registered result of M(k26.deploy.sglang_resolve) on the same options. The memory rules
-        (V(K26-KV-CACHE), V(K26-MODEL-TOO-LARGE)) then reason from the C(mem_fraction_static) SGLang itself resolved
-        instead of this collection's copy of its estimate; SGLang refusing the options is V(K26-SGLANG-RESOLUTION).
+        (V(K26-KV-CACHE), V(K26-MODEL-TOO-LARGE), V(K26-CUDA-GRAPH-PARTIAL)) reason from the figures SGLang itself
+        resolved (C(mem_fraction_static), the largest decode CUDA graph); without them they say the figures wait for
+        SGLang (this collection keeps no copy of its estimates). SGLang refusing the options is
+        V(K26-SGLANG-RESOLUTION).
     type: dict
+  rules:
+    description:
+      - The ids of the rules to evaluate (by default every rule), for example the memory rules once SGLang's
+        resolution is at hand. An unknown id is refused.
+    type: list
+    elements: str
   variables:
     description:
       - Names of the variables set for this host (for example from the C(ansible.builtin.varnames) lookup).
@@ -288,6 +296,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
     ERROR,
     INFO,
     RULE_IDS,
+    RULES,
     SEVERITIES,
     SEVERITY_OFF,
     WARNING,
@@ -303,7 +312,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
 )
 from ansible_collections.k26.deploy.plugins.module_utils.nvidia_smi import gather_facts
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_deepgemm import deciding_config
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_perf_facts import kv_config, vision_tower
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_perf_facts import kv_config
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_options import (
     draft_model_path_of, model_path_of, secret_values)
 
@@ -369,8 +378,7 @@ def model_facts(path):
 
 def read_model_config(path):
     """What the rules read of a model's config.json (sglang_deepgemm.deciding_config, and the KV cache's fields
-    under ``kv``: sglang_perf_facts.kv_config; the vision tower SGLang sizes memory for under ``vision``:
-    sglang_perf_facts.vision_tower), None when unreadable."""
+    under ``kv``: sglang_perf_facts.kv_config), None when unreadable."""
     try:
         with open(path, encoding="utf-8") as handle:
             config = json.load(handle)
@@ -378,7 +386,7 @@ def read_model_config(path):
         return None
     if not isinstance(config, dict):
         return None
-    return dict(deciding_config(config), kv=kv_config(config), vision=vision_tower(config))
+    return dict(deciding_config(config), kv=kv_config(config))
 
 
 def cache_facts(path, min_free_gb):
@@ -455,6 +463,7 @@ def main():
             strict=dict(type="bool", default=False),
             args_check=dict(type="dict"),
             resolution=dict(type="dict"),
+            rules=dict(type="list", elements="str"),
             variables=dict(type="list", elements="str"),
             known_variables=dict(type="list", elements="str", default=[]),
             python_interpreter=dict(type="str"),
@@ -478,6 +487,12 @@ def main():
                          % (", ".join(bad), ", ".join(RULE_IDS), ", ".join(SEVERITIES + (SEVERITY_OFF,))),
                          k26_bad_input=True)
 
+    unknown_rules = sorted(set(params["rules"] or ()) - set(RULE_IDS))
+    if unknown_rules:
+        module.fail_json(msg="rules: unknown rule id(s) %s (rules: %s)" % (", ".join(unknown_rules), ", ".join(RULE_IDS)),
+                         k26_bad_input=True)
+    rules = RULES if params["rules"] is None else tuple(rule for rule in RULES if rule.id in params["rules"])
+
     gpu = params["gpu_facts"]
     if not gpu or "gpu_count" not in gpu:
         gpu = gather_facts(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}))
@@ -499,7 +514,7 @@ def main():
                         min_driver_version=params["min_driver_version"], mla=params["mla"], python=python,
                         layout=params["layout"], tune=params["tune_report"], environment=params["environment"],
                         resolution=params["resolution"])
-    findings = evaluate(ctx, severity_overrides=overrides)
+    findings = evaluate(ctx, rules=rules, severity_overrides=overrides)
     findings += args_check_findings(params["args_check"] or {})
     findings += resolution_findings(params["resolution"])
     if params["variables"] is not None:

@@ -4,12 +4,18 @@ GPU facts given, and nothing else) with the CPU venv's SGLang, for a Kimi K2.6-s
 the K26-KV-CACHE finding carries the mem-fraction-static SGLang resolved, to the third decimal. K2.6 is a multimodal
 architecture to SGLang (configs/model_config.py), so its estimate includes the vision tower's factor
 (arg_groups/memory_hook.py adjust_mem_fraction_for_vlm); the same model as a text-only architecture gets SGLang's
-other number. Where SGLang is not installed yet, preflight falls back to its copy of SGLang's estimate: held to the
-same numbers here."""
+other number. Where SGLang is not installed yet, preflight has no figure of its own (no copy of SGLang's estimate):
+the finding says the KV cache is sized once SGLang resolves it, which the deploy does after installing SGLang and
+before the start (test_the_deploy_checks_the_memory_with_sglangs_figures_before_the_start)."""
 import json
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from k26deploy.results import EXIT_BAD_INPUT, EXIT_OK
+from k26deploy.runner import PlaybookRun
 
 from ansible_collections.k26.deploy.plugins.module_utils import k26_preflight_rules as rules
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_perf_facts as facts
@@ -22,6 +28,8 @@ K26_CONFIG = ROOT / "tests" / "fixtures" / "models" / "kimi-k2.6" / "config.json
 H200 = {"name": "NVIDIA H200", "memory_mib": 143771, "capability": [9, 0], "count": 8}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "capability": [9, 0], "count": 8}
 GIB = 1 << 30
+PRO6000 = {"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "memory_mib": 97887, "capability": [12, 0],
+           "count": 8}
 
 
 def sglang_resolves(capsys, model_dir, gpu, **options):
@@ -55,10 +63,9 @@ def gpu_facts(gpu):
 
 def kv_finding(config, options=None, resolution=None, draft_size=None, gpu=None):
     """K26-KV-CACHE for a 590 GB model of this config.json on 8 of these GPUs (H200 by default) with these options,
-    with SGLang's resolution or (None) this collection's copy of its estimate; draft_size: a draft model's directory
-    of that size."""
+    with SGLang's resolution or (None) before it; draft_size: a draft model's directory of that size."""
     model = {"path": "/models/k26", "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
-             "config": {"kv": facts.kv_config(config), "vision": facts.vision_tower(config)}}
+             "config": {"kv": facts.kv_config(config)}}
     if draft_size is not None:
         model["draft"] = {"path": "/models/draft", "exists": True, "size_bytes": draft_size}
     ctx = rules.build_context(dict({"tp-size": 8, "model-path": "/models/k26"}, **(options or {})),
@@ -84,9 +91,14 @@ def test_k26s_finding_carries_the_fraction_sglang_resolves(capsys, tmp_path, gpu
     ours, finding = preflight_fraction(config, gpu, resolution)
     assert ours == round(resolved, 4)
     assert "SGLang's own resolution on this host, a multimodal model" in finding["evidence"]["fraction source"]
-    copy, finding = preflight_fraction(config, gpu)  # SGLang not installed yet: the collection's copy, the same
-    assert round(copy, 3) == round(resolved, 3)
-    assert "vision tower (27 layers x 1152" in finding["evidence"]["fraction source"]
+
+
+def test_before_sglang_resolves_the_kv_cache_is_not_sized():
+    """SGLang not installed yet: no estimate of the collection's own, the finding says when the figure comes."""
+    fraction, finding = preflight_fraction(json.loads(K26_CONFIG.read_text()), H200)
+    assert fraction is None and finding["evidence"]["tokens"] is None and finding["severity"] == "info"
+    assert finding["message"].startswith("KV cache not sized yet: mem-fraction-static is not known before SGLang's "
+                                         "own resolution")
 
 
 @pytest.mark.sglang_real
@@ -95,7 +107,7 @@ def test_the_same_model_served_as_text_gets_sglangs_other_number(capsys, tmp_pat
     directory, config = model_dir(tmp_path, "k2-text", text_only=True)
     resolution = sglang_resolves(capsys, directory, H200)
     ours, finding = preflight_fraction(config, H200, resolution)
-    assert round(ours, 3) == round(preflight_fraction(config, H200)[0], 3) == 0.886
+    assert round(ours, 3) == 0.886
     assert finding["evidence"]["fraction source"].startswith("SGLang's own resolution on this host (")
 
 
@@ -121,19 +133,18 @@ def test_nothing_runs_without_a_gpu_or_the_models_config(capsys, tmp_path):
     assert result["skipped"].startswith("SGLang is not installed on the host yet")
 
 
-def test_k26s_kv_cache_is_sized_with_the_vision_factor():
-    """Without the factor the finding promised about 3x the KV cache on 8x RTX PRO 6000: (static - weights) shrinks
-    from 0.833 x 95.6 GiB - 68.7 GiB to 0.758 x 95.6 GiB - 68.7 GiB."""
-    config = json.loads(K26_CONFIG.read_text())
-    assert facts.vision_tower(config) == [27, 1152] and round(facts.vlm_factor([27, 1152]), 4) == 0.9097
-    pro6000 = {"name": "NVIDIA RTX PRO 6000 Blackwell", "memory_mib": 97887, "capability": [12, 0], "count": 8}
-    fraction, finding = preflight_fraction(config, pro6000)
-    assert round(fraction, 3) == 0.758
-    text_only = rules.kv_cache_budget(rules.build_context(
-        {"tp-size": 8, "model-path": "/models/k26"}, gpu=gpu_facts(pro6000),
-        model={"path": "/models/k26", "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
-               "config": {"kv": facts.kv_config(config)}}))
-    assert text_only["tokens"] > 2.5 * finding["evidence"]["tokens"]
+@pytest.mark.sglang_real
+@requires_real_sglang
+def test_k26s_kv_cache_is_sized_with_the_vision_factor(capsys, tmp_path):
+    """Without the factor the finding promised about 3x the KV cache on 8x RTX PRO 6000: SGLang's fraction for K2.6
+    is 0.758 there, for the same language model as a text-only architecture 0.833 (static - weights: 0.758 x 95.6
+    GiB - 68.7 GiB against 0.833 x 95.6 GiB - 68.7 GiB)."""
+    k26_dir, k26_config = model_dir(tmp_path, "k26")
+    text_dir, text_config = model_dir(tmp_path, "k2-text", text_only=True)
+    fraction, finding = preflight_fraction(k26_config, PRO6000, sglang_resolves(capsys, k26_dir, PRO6000))
+    text_fraction, text_finding = preflight_fraction(text_config, PRO6000, sglang_resolves(capsys, text_dir, PRO6000))
+    assert (round(fraction, 3), round(text_fraction, 3)) == (0.758, 0.833)
+    assert text_finding["evidence"]["tokens"] > 2.5 * finding["evidence"]["tokens"]
 
 
 EAGLE3 = {"speculative-algorithm": "EAGLE3", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
@@ -184,10 +195,11 @@ def test_a_draft_nobody_resolved_is_said_to_be_left_out():
     """Without SGLang's resolution (not installed yet, the draft not staged) the draft is not guessed: the finding
     says what it leaves out."""
     config = json.loads(K26_CONFIG.read_text())
-    evidence = kv_finding(config, dict(EAGLE3, **{"speculative-draft-model-path": "/models/draft"}))["evidence"]
+    options = dict(EAGLE3, **{"speculative-draft-model-path": "/models/draft", "mem-fraction-static": 0.9})
+    evidence = kv_finding(config, options)["evidence"]
     assert evidence["draft KV layers per token"] is None
     assert evidence["draft source"].startswith("the draft model's KV cache and weights are not counted")
-    assert "draft source" not in kv_finding(config, {})["evidence"]
+    assert "draft source" not in kv_finding(config, {"mem-fraction-static": 0.9})["evidence"]
 
 
 def test_the_resolution_waits_for_the_drafts_config(capsys, tmp_path):
@@ -204,8 +216,8 @@ def test_a_draft_sglang_could_not_read_is_said_to_be_left_out_with_sglangs_words
     """The resolver's draft answer is an error when SGLang cannot read the draft: not counted, and said so."""
     config = json.loads(K26_CONFIG.read_text())
     resolution = {"ok": True, "resolved": {"draft": {"error": "OSError: no config.json in /models/draft"}}}
-    evidence = kv_finding(config, dict(EAGLE3, **{"speculative-draft-model-path": "/models/draft"}),
-                          resolution)["evidence"]
+    evidence = kv_finding(config, dict(EAGLE3, **{"speculative-draft-model-path": "/models/draft",
+                                                  "mem-fraction-static": 0.9}), resolution)["evidence"]
     assert evidence["draft KV layers per token"] is None
     assert "did not run (OSError: no config.json in /models/draft)" in evidence["draft source"]
 
@@ -215,7 +227,65 @@ def test_a_draft_sglang_sizes_apart_adds_no_target_layers():
     config = json.loads(K26_CONFIG.read_text())
     resolution = {"ok": True, "resolved": {"draft": {"algorithm": "DFLASH", "kv_layers": None,
                                                      "sized_with_target_layers": False, "architectures": []}}}
-    evidence = kv_finding(config, {"speculative-algorithm": "DFLASH", "speculative-draft-model-path": "/models/d"},
-                          resolution)["evidence"]
+    evidence = kv_finding(config, {"speculative-algorithm": "DFLASH", "speculative-draft-model-path": "/models/d",
+                                   "mem-fraction-static": 0.9}, resolution)["evidence"]
     assert evidence["draft KV layers per token"] == 0
     assert evidence["draft source"] == "DFLASH: SGLang sizes its draft's cache apart from the target's cells (not counted here)"
+
+
+def deploy_check(tmp_path, gpu, options):
+    """(exit code, the host's message, the role's task results by name) of roles/sglang_service/tasks/sglang_check.yml
+    run on this controller with the CPU venv's SGLang, for 8 of these GPUs."""
+    tmp_path.mkdir()
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
+    results = {}
+
+    def keep(event):
+        data = event.get("event_data") or {}
+        if event.get("event") in ("runner_on_ok", "runner_on_failed"):
+            results[data.get("task")] = data.get("res") or {}
+        return True
+
+    run = PlaybookRun("sglang_check.yml", project_dir=ROOT / "tests" / "fixtures" / "playbooks",
+                      private_data_dir=tmp_path / "pdd", inventory=str(inventory), event_callback=keep,
+                      extra_vars={"k26_test_gpu_facts": gpu_facts(gpu), "k26_test_options": options,
+                                  "k26_test_sglang_python": str(SGLANG_PYTHON)},
+                      envvars={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")})
+    result = run.execute()
+    host = result.hosts.get("localhost")
+    return result.exit_code, host.msg if host else "", results
+
+
+def weights(directory, size_bytes):
+    """A sparse weights file of that size next to the model's config.json (nothing is read from it)."""
+    with open(directory / "model-00001-of-00001.safetensors", "wb") as handle:
+        handle.truncate(size_bytes)
+
+
+@pytest.mark.sglang_real
+@requires_real_sglang
+def test_the_deploy_checks_the_memory_with_sglangs_figures_before_the_start(tmp_path):
+    """On a bare host preflight has no SGLang to resolve with; the deploy checks once the sglang role installed it,
+    before the running service is touched. 590 GB of K2.6 on 8x H100 80GB: within their whole memory, so preflight
+    lets it pass, but SGLang's own fraction for a multimodal model there leaves too little, and the deploy stops as bad
+    input with SGLang's figure. On 8x H200 the same passes, the KV cache sized in tokens."""
+    directory, config = model_dir(tmp_path, "k26")
+    weights(directory, 590 * 10 ** 9)
+    options = {"model-path": str(directory), "tp-size": 8, "trust-remote-code": True}
+    bare = rules.build_context(options, gpu=gpu_facts(H100), model={
+        "path": str(directory), "exists": True, "is_dir": True, "has_config": True, "size_bytes": 590 * 10 ** 9,
+        "config": {"kv": facts.kv_config(config)}})
+    assert [f["id"] for f in rules.evaluate(bare) if f["severity"] == "error"] == []
+
+    code, msg, dummy = deploy_check(tmp_path / "h100", H100, options)
+    assert code == EXIT_BAD_INPUT, msg
+    assert msg.startswith("SGLang's own figures for localhost rule this configuration out: ERROR"), msg
+    assert "K26-MODEL-TOO-LARGE: model %s is 549.5 GiB but the weights may use only" % directory in msg
+    assert "x mem-fraction-static 0.7269 (SGLang's own resolution on this host, a multimodal model to it" in msg
+
+    code, msg, results = deploy_check(tmp_path / "h200", H200, options)
+    assert code == EXIT_OK, msg
+    checked = results["Stop on what SGLang's figures rule out (before the running service is touched)"]["msg"]
+    assert "K26-KV-CACHE: KV cache for about" in checked and "SGLang's own resolution on this host" in checked

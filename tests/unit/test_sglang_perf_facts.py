@@ -93,34 +93,6 @@ def test_an_unreviewed_branch_is_caught():
     assert [branch for branch in branches(source) if branch not in reviewed] == ["is_vlm"]
 
 
-@requires_real_sglang
-def test_the_memory_tiers_are_sglangs_own():
-    """The thresholds and their decode graph sizes, in SGLang's order, are the table's."""
-    unparsed, _raw = function_source(SGLANG_SITE / "sglang" / "srt/arg_groups/memory_hook.py",
-                                     "handle_gpu_memory_settings")
-    thresholds = [int(x) for x in re.findall(r"gpu_mem < (\d+) \* 1024", unparsed)]
-    assert thresholds == [below // 1024 for below, _c, _s, _l in facts.GPU_MEMORY_TIERS]
-    graph_sizes = [int(x) for x in re.findall(r"decode_cuda_graph_config\.max_bs = (\d+)\n", unparsed)]
-    expected = []
-    for _below, _chunk, small, large in facts.GPU_MEMORY_TIERS:
-        expected += [small] if small == large else [small, large]
-    expected += [facts.LARGEST_TIER[1], facts.UNKNOWN_MEMORY[1]]
-    assert graph_sizes == expected
-
-
-def test_sglangs_estimate_for_the_seed_machine_and_an_h200():
-    # RTX PRO 6000 (97887 MiB), TP8: 512 + 8192 x 1.5 + 1024 + 512 x 2 + 1536 (MLA prefill graph) = 16384 MiB
-    assert facts.mem_fraction_static(97887, 8, 1) == (0.833, 16384.0)
-    # PP8 (tp 1): decode graphs up to 256, no prefill graph by default -> 512 + 12288 + 1024 + 512 = 14336 MiB
-    assert facts.mem_fraction_static(97887, 1, 8) == (0.854, 14336.0)
-    # graphs off: no graph reserve at all
-    assert facts.mem_fraction_static(97887, 1, 8, decode_graphs=False) == (0.859, 13824.0)
-    # the floor of 10 GiB on GPUs above 60 GiB, and SGLang's 0.95 when the memory is unknown
-    assert facts.mem_fraction_static(143771, 1, 1, chunked_prefill_size=2048, decode_max_bs=8,
-                                     prefill_graph=False)[1] == 10 * 1024
-    assert facts.mem_fraction_static(None, 8, 1) == (0.95, None)
-
-
 def test_kimi_k26_kv_cache_bytes_per_token():
     config = {"text_config": {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_hidden_layers": 61}}
     assert facts.mla_kv_bytes_per_token(facts.text_config(config)) == (512 + 64) * 61 * 2 == 70272

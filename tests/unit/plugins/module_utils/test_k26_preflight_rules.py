@@ -81,6 +81,19 @@ def ctx(options=None, drop=(), **kwargs):
     return r.build_context(opts, **base)
 
 
+def resolved(fraction=None, decode_max_bs=None, multimodal=False):
+    """The sglang_resolve module's answer, as much as the memory rules read: SGLang's own figures are inputs here
+    (tests/unit/test_sglang_memory_resolution.py has the real SGLang give them)."""
+    return {"ok": True, "resolved": {"mem_fraction_static": fraction, "cuda_graph": {"decode": {"max_bs": decode_max_bs}},
+                                     "model": {"is_multimodal": multimodal}}}
+
+
+# SGLang 0.5.23's figures for a text MLA model on 97887 MiB GPUs (RTX PRO 6000): at TP8 0.833 and decode graphs up
+# to 512; at PP8 (tp 1) 0.854 and graphs up to 256 (srt/arg_groups/memory_hook.py, handle_gpu_memory_settings)
+RTX8_TP8 = resolved(0.833, 512)
+RTX8_PP8 = resolved(0.854, 256)
+
+
 # a k26deploy tune report as the CLI hands it on (k26deploy.tune.latest_report)
 TUNED_TP8 = {"time": "2026-12-05T01:00:00Z", "objective": "c1", "unit": "tok/s of one request alone", "winner": "tp8pp1",
              "hosts": ["gpu-1"], "file": "r.json",
@@ -112,22 +125,21 @@ CASES = [
     ("K26-CUDA-GRAPH-OFF", "KV sharding alone stays quiet", ctx({"enable-kv-cache-sharding": True}), None, None),
     ("K26-CUDA-GRAPH-OFF", "cuda-graph-config JSON", ctx({"cuda-graph-config": '{"decode": {"backend": "disabled"}}'}),
      "warning", "cuda-graph-config"),
-    # SGLang 0.5.23 captures decode graphs up to 256 on a 96 GB GPU at tp-size < 4 (srt/arg_groups/memory_hook.py)
-    ("K26-CUDA-GRAPH-PARTIAL", "unset max-running-requests is left to SGLang", ctx(), None, None),
+    # the largest decode graph SGLang captures by default is its own resolution's (256 at PP8 on a 96 GB GPU)
+    ("K26-CUDA-GRAPH-PARTIAL", "unset max-running-requests is left to SGLang", ctx(resolution=RTX8_TP8), None, None),
     ("K26-CUDA-GRAPH-PARTIAL", "PP8 micro-batches above the default graphs",
-     ctx(dict(PP8, **{"max-running-requests": 4096})), "warning", "decode batches of 257 to 512 requests"),
+     ctx(dict(PP8, **{"max-running-requests": 4096}), resolution=RTX8_PP8), "warning",
+     "decode batches of 257 to 512 requests"),
     ("K26-CUDA-GRAPH-PARTIAL", "PP8 micro-batches within the default graphs",
-     ctx(dict(PP8, **{"max-running-requests": 2048})), None, None),
+     ctx(dict(PP8, **{"max-running-requests": 2048}), resolution=RTX8_PP8), None, None),
+    ("K26-CUDA-GRAPH-PARTIAL", "before SGLang resolves, no default size is assumed",
+     ctx(dict(PP8, **{"max-running-requests": 4096})), None, None),
     ("K26-CUDA-GRAPH-PARTIAL", "one stage: SGLang lowers its default to max-running-requests",
-     ctx({"max-running-requests": 128, "pp-size": 1, "tp-size": 8}), None, None),
-    ("K26-CUDA-GRAPH-PARTIAL", "TP8 on H200 captures up to 512",
-     ctx({"max-running-requests": 1024, "pp-size": 1, "tp-size": 8}, gpu=H200X8_HGX), "warning",
-     "decode batches of 513 to 1024"),
-    # the boundary of that default: 256 below tp-size 4, 512 from tp-size 4 (same GPU, same batch)
-    ("K26-CUDA-GRAPH-PARTIAL", "tp-size 2 captures up to 256 on a 96 GB GPU",
-     ctx({"max-running-requests": 1024, "pp-size": 1, "tp-size": 2}), "warning", "decode batches of 257 to 1024"),
-    ("K26-CUDA-GRAPH-PARTIAL", "tp-size 4 captures up to 512 on a 96 GB GPU",
-     ctx({"max-running-requests": 1024, "pp-size": 1, "tp-size": 4}), "warning", "decode batches of 513 to 1024"),
+     ctx({"max-running-requests": 128, "pp-size": 1, "tp-size": 8}, resolution=RTX8_TP8), None, None),
+    ("K26-CUDA-GRAPH-PARTIAL", "TP8 captures up to SGLang's 512",
+     ctx({"max-running-requests": 1024, "pp-size": 1, "tp-size": 8}, resolution=RTX8_TP8), "warning",
+     "decode batches of 513 to 1024 requests (max-running-requests) run without a graph: the largest captured is "
+     "512 (SGLang's own resolution on this host)"),
     ("K26-CUDA-GRAPH-PARTIAL", "an explicit graph size above the batch",
      ctx(dict(PP8, **{"max-running-requests": 4096, "cuda-graph-max-bs-decode": 512})), None, None),
     ("K26-CUDA-GRAPH-PARTIAL", "an explicit list below the micro-batch",
@@ -200,23 +212,32 @@ CASES = [
     ("K26-MODEL-MISSING", "hub id", ctx(model={"path": "moonshotai/Kimi-K2.6", "hub_id": True}), "warning",
      "not a local directory"),
     ("K26-MODEL-MISSING", "no model-path", ctx(model={"path": None}), "error", "no model-path"),
-    ("K26-MODEL-TOO-LARGE", "590 GB on 8x96 GiB, SGLang's estimate", ctx(), None, None),
-    ("K26-MODEL-TOO-LARGE", "TP8 on one H200", ctx(gpu=H200X1), "error", "runs out of memory"),
-    # SGLang's estimate at TP8 on 97887 MiB GPUs: 0.833 -> 8 x 79.6 GiB = 637 GiB
-    ("K26-MODEL-TOO-LARGE", "tight", ctx(model=dict(MODEL_OK, size_bytes=620 * GIB)), "warning",
-     "mem-fraction-static 0.833 (SGLang's own estimate)"),
+    ("K26-MODEL-TOO-LARGE", "590 GB on 8x96 GiB, SGLang's fraction", ctx(resolution=RTX8_TP8), None, None),
+    ("K26-MODEL-TOO-LARGE", "590 GB on 8x96 GiB before SGLang resolves: within their whole memory", ctx(), None, None),
+    ("K26-MODEL-TOO-LARGE", "TP8 on one H200, before SGLang resolves: more than its whole memory", ctx(gpu=H200X1),
+     "error", "more than the 140.4 GiB of 1 GPU(s) x 143771 MiB altogether: SGLang runs out of memory"),
+    ("K26-MODEL-TOO-LARGE", "800 GiB on 8x96 GiB before SGLang resolves",
+     ctx(model=dict(MODEL_OK, size_bytes=800 * GIB)), "error", "whatever share of it SGLang takes"),
+    # SGLang's fraction at TP8 on 97887 MiB GPUs: 0.833 -> 8 x 79.6 GiB = 637 GiB
+    ("K26-MODEL-TOO-LARGE", "tight", ctx(model=dict(MODEL_OK, size_bytes=620 * GIB), resolution=RTX8_TP8), "warning",
+     "mem-fraction-static 0.833 (SGLang's own resolution on this host"),
     ("K26-MODEL-TOO-LARGE", "tight, but counted in tokens by K26-KV-CACHE",
-     ctx(model=dict(MODEL_OK, size_bytes=620 * GIB, config={"kv": K26_KV})), None, None),
-    ("K26-MODEL-TOO-LARGE", "too large at SGLang's estimate", ctx(model=dict(MODEL_OK, size_bytes=650 * GIB)),
-     "error", "x mem-fraction-static 0.833 (SGLang's own estimate)"),
+     ctx(model=dict(MODEL_OK, size_bytes=620 * GIB, config={"kv": K26_KV}), resolution=RTX8_TP8), None, None),
+    ("K26-MODEL-TOO-LARGE", "too large at SGLang's fraction",
+     ctx(model=dict(MODEL_OK, size_bytes=650 * GIB), resolution=RTX8_TP8), "error",
+     "x mem-fraction-static 0.833 (SGLang's own resolution on this host"),
     ("K26-MODEL-TOO-LARGE", "the same set to 0.95", ctx({"mem-fraction-static": 0.95},
                                                         model=dict(MODEL_OK, size_bytes=650 * GIB)), None, None),
     ("K26-KV-CACHE", "no model config", ctx(), None, None),
+    ("K26-KV-CACHE", "before SGLang resolves: not sized yet", ctx(model=dict(MODEL_OK, config={"kv": K26_KV})), "info",
+     "KV cache not sized yet: mem-fraction-static is not known before SGLang's own resolution"),
     ("K26-KV-CACHE", "TP8 on 8x RTX PRO 6000: the 256K context does not fit",
-     ctx(model=dict(MODEL_OK, config={"kv": K26_KV})), "warning", "not one request of the context length 262144"),
-    ("K26-KV-CACHE", "PP8 holds an eighth of the layers per GPU", ctx(PP8, model=dict(MODEL_OK, config={"kv": K26_KV})),
+     ctx(model=dict(MODEL_OK, config={"kv": K26_KV}), resolution=RTX8_TP8), "warning", "not one request of the context length 262144"),
+    ("K26-KV-CACHE", "PP8 holds an eighth of the layers per GPU",
+     ctx(PP8, model=dict(MODEL_OK, config={"kv": K26_KV}), resolution=RTX8_PP8),
      "info", "request(s) of the full context length 262144 fit"),
-    ("K26-KV-CACHE", "a shorter context fits", ctx({"context-length": 65536}, model=dict(MODEL_OK, config={"kv": K26_KV})),
+    ("K26-KV-CACHE", "a shorter context fits",
+     ctx({"context-length": 65536}, model=dict(MODEL_OK, config={"kv": K26_KV}), resolution=RTX8_TP8),
      "info", "of the full context length 65536 fit"),
     ("K26-MODEL-TOO-LARGE", "simulator: info", ctx(gpu=NO_GPU, simulator=True), "info", "not checked"),
     ("K26-CACHE-DISK", "200 GiB free", ctx(), None, None),
@@ -384,14 +405,14 @@ def test_severity_overrides():
     assert {f["severity"] for f in info} == {r.INFO}
 
 
-def test_kv_cache_budget_follows_sglangs_estimate_and_mla():
+def test_kv_cache_budget_follows_sglangs_fraction_and_mla():
     """TP8 keeps the whole latent KV on each GPU; PP8 an eighth of it: (static - weights) / bytes per token."""
     model = dict(MODEL_OK, config={"kv": K26_KV})
-    tp8 = r.kv_cache_budget(ctx(model=model))
+    tp8 = r.kv_cache_budget(ctx(model=model, resolution=RTX8_TP8))
     static = 97887 * (1 << 20) * 0.833
     assert tp8["fraction"] == 0.833 and tp8["KV bytes per token per GPU"] == 70272
     assert tp8["tokens"] == int((static - 590e9 / 8) / 70272)
-    pp8 = r.kv_cache_budget(ctx(PP8, model=model))
+    pp8 = r.kv_cache_budget(ctx(PP8, model=model, resolution=RTX8_PP8))
     assert pp8["fraction"] == 0.854 and pp8["KV bytes per token per GPU"] == 70272 // 8
     assert pp8["tokens"] > 8 * tp8["tokens"]
     set_by_hand = r.kv_cache_budget(ctx({"mem-fraction-static": 0.94, "kv-cache-dtype": "fp8_e4m3"}, model=model))
@@ -509,7 +530,7 @@ def test_module_reads_the_kv_cache_fields_of_the_config_and_reports_the_budget(t
                                                    "text_config": dict(K26_KV, hidden_size=7168)}))
     (model / "w.safetensors").write_bytes(b"x" * 1000)
     options = dict(K26, **{"model-path": str(model), "context-length": 131072})
-    rc, result = run_module({"options": options, "gpu_facts": RTX8, "expected_gpus": 8,
+    rc, result = run_module({"options": options, "gpu_facts": RTX8, "expected_gpus": 8, "resolution": RTX8_TP8,
                              "cache_dir": str(tmp_path / "cache"), "min_cache_free_gb": 0.001}, capsys)
     assert rc == 0, result
     assert result["model"]["config"]["kv"] == K26_KV

@@ -108,3 +108,13 @@ def test_the_profiling_window_is_read_from_the_export():
     assert 3.0 < end - start < 3.1
     assert aiperf.profiling_window({}) == (None, None)
     assert aiperf.profiling_window({"start_time": "not a time", "end_time": None}) == (None, None)
+
+
+@pytest.mark.parametrize("info, expected", [
+    ({"cuda_graph_config": {"decode": {"max_bs": 512, "bs": [1, 2, 4]}, "prefill": {"max_bs": 8192}}}, 512),
+    ({"cuda_graph_max_bs": 256}, 256),
+    ({"cuda_graph_config": {"decode": {"max_bs": None}}}, None),
+    ({"model_path": "/models/k26"}, None), (None, None), ({"cuda_graph_max_bs": "n/a"}, None),
+], ids=["resolved config", "the older field", "graphs off", "not said", "no answer", "not a number"])
+def test_the_servers_largest_decode_graph_is_read_from_its_server_info(info, expected):
+    assert aiperf.server_decode_graph_max_bs(info) == expected
