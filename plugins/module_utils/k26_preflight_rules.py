@@ -573,15 +573,15 @@ def check_model_too_large(ctx):
     size = model["size_bytes"]
     evidence = {"model.size_bytes": size, "gpus_used": used, "gpu.memory_total_mib": min(mems),
                 "mem-fraction-static": fraction, "mem-fraction-static source": source}
+    memory = used * min(mems) * (1 << 20)
     if fraction is None:  # before SGLang's resolution only the GPUs' whole memory is a bound
-        whole = used * min(mems) * (1 << 20)
-        if size <= whole:
+        if size <= memory:
             return None
         return found("model %s is %s, more than the %s of %d GPU(s) x %d MiB altogether: SGLang runs out of memory "
                      "while loading, whatever share of it SGLang takes (mem-fraction-static %s)."
-                     % (model.get("path"), gib(size), gib(whole), used, min(mems), source),
+                     % (model.get("path"), gib(size), gib(memory), used, min(mems), source),
                      "use more GPUs/nodes (pp-size, nnodes) or a quantised checkpoint", evidence)
-    budget = used * min(mems) * (1 << 20) * fraction
+    budget = memory * fraction
     where = "%d GPU(s) x %d MiB x mem-fraction-static %s (%s)" % (used, min(mems), fraction, source)
     if size > budget:
         return found("model %s is %s but the weights may use only %s (%s): SGLang runs out of memory while loading."
