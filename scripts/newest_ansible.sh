@@ -9,8 +9,11 @@
 #
 # The container reaches no package registry: what it installs is downloaded on this machine first, by pip as this
 # machine configures it (--python-version 3.13, wheels only), and handed in as a directory of wheels.
-#   scripts/newest_ansible.sh [sanity] [deploy]   (both by default; K26_NEWEST_ANSIBLE_CORE: the requirement, default
-#                                                  the newest 2.21)
+#   scripts/newest_ansible.sh [prepare] [sanity] [deploy]   (sanity and deploy by default, each after the preparation;
+#                                   K26_NEWEST_ANSIBLE_CORE: the requirement, default the newest 2.21)
+# `prepare` alone builds the Debian 13 image and downloads the wheels into .cache/newest-ansible/ (a directory per
+# requirement, kept, complete once it holds `done`): `make test` runs it in the background while the parts before
+# this one run, and this one then finds both in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 parts=" ${*:-sanity deploy} "
@@ -18,21 +21,22 @@ CORE=${K26_NEWEST_ANSIBLE_CORE:-ansible-core>=2.21,<2.22}
 # the exposure every unit of the package is held to (tests/gpu/prove.py EXPOSURE_AIM, issue 50)
 EXPOSURE_AIM=1.5
 export K26_IMAGE_SUITE=trixie
-scripts/build_image.sh
-name=k26-newest-$$
-work=$(mktemp -d /var/tmp/k26-newest.XXXXXX)
-trap 'podman rm -f -t 0 "$name" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 say() { printf '[newest] %s\n' "$*"; }
 
 # The wheels: ansible-core, then what ansible-test's sanity tests install into their own virtualenvs (their pinned
 # requirement files, read from that ansible-core's wheel).
-wheels=$work/wheels
-py313=(--only-binary=:all: --python-version 3.13 --implementation cp --dest "$wheels")
+downloads=$PWD/.cache/newest-ansible/$(printf '%s' "$CORE" | sha256sum | cut -c1-12)
+wheels=$downloads/wheels
 # (pip's warnings about the machine's own find-links that lack a package are noise here)
-fetch() { .venv/bin/pip download -q "${py313[@]}" "$@" 2> >(grep -v "^WARNING: Location '" >&2); }
-fetch "$CORE"
-core=$(echo "$wheels"/ansible_core-*.whl)
-.venv/bin/python - "$core" "$work/requirements" <<'EOF'
+fetch() {
+  .venv/bin/pip download -q --only-binary=:all: --python-version 3.13 --implementation cp --dest "$wheels" "$@" \
+    2> >(grep -v "^WARNING: Location '" >&2)
+}
+download_wheels() {
+  local requirements=() file
+  rm -rf "$downloads" && mkdir -p "$downloads"
+  fetch "$CORE"
+  .venv/bin/python - "$(echo "$wheels"/ansible_core-*.whl)" "$downloads/requirements" <<'EOF'
 import sys, zipfile
 from pathlib import Path
 wheel, out = zipfile.ZipFile(sys.argv[1]), Path(sys.argv[2])
@@ -42,10 +46,19 @@ for name in wheel.namelist():
             "/sanity." in name or name.endswith("/ansible-test.txt")):
         (out / Path(name).name).write_bytes(wheel.read(name))
 EOF
-requirements=()
-for file in "$work"/requirements/*.txt; do requirements+=(-r "$file"); done
-fetch "${requirements[@]}" pip
-say "$(basename "$core"), $(ls "$wheels" | wc -l) wheels for Python 3.13"
+  for file in "$downloads"/requirements/*.txt; do requirements+=(-r "$file"); done
+  fetch "${requirements[@]}" pip
+  touch "$downloads/done"
+}
+scripts/build_image.sh
+[[ -f $downloads/done ]] || download_wheels
+say "$(basename "$(echo "$wheels"/ansible_core-*.whl)"), $(ls "$wheels" | wc -l) wheels for Python 3.13"
+[[ $parts == *" sanity "* || $parts == *" deploy "* ]] || exit 0
+
+name=k26-newest-$$
+work=$(mktemp -d /var/tmp/k26-newest.XXXXXX)
+trap 'podman rm -f -t 0 "$name" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+cp -a "$wheels" "$work/wheels"
 
 # The collection as ansible-test wants it (ansible_collections/k26/deploy, the files git tracks; no .git: Debian's
 # minimal image has no git, and ansible-test then takes every file of the tree), and the collections it uses, from

@@ -311,17 +311,6 @@ def test_the_simulator_behaves_as_the_real_server_in_what_the_package_reads(host
     assert not differences, json.dumps(differences, indent=1)
 
 
-def test_a_weight_file_that_is_no_safetensors_fails_before_the_service_is_touched(host):
-    """The sglang_model role reads each shard's header before anything restarts."""
-    before = (host.check_output("systemctl show sglang.service --property=InvocationID --value"),
-              host.file(CONFIG).content_string)
-    rc, result = k26deploy("deploy", "-e", "sglang_service_model_path=/srv/models/tiny-gpt2-broken")
-    said = json.dumps(result["hosts"][HOST])
-    assert rc == 1 and "model.safetensors: not a safetensors file" in said, said
-    assert (host.check_output("systemctl show sglang.service --property=InvocationID --value"),
-            host.file(CONFIG).content_string) == before
-
-
 def test_the_deepgemm_precompile_runs_real_sglangs_own_command_before_the_restart(host):
     """SGLang's `python -m sglang.compile_deep_gemm` for the serving configuration (no DeepGEMM on a CPU, but the
     rest is real: the config file merged by the deployer's command, the key dropped, a whole server on a loopback
