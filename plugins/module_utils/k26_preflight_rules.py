@@ -960,6 +960,26 @@ RULES = (
     Rule("K26-METRICS-OPEN", WARNING, "/metrics reachable from other machines without a key", check_metrics_open),
 )
 RULE_IDS = tuple(rule.id for rule in RULES)
+# The rules that reason from the figures SGLang itself resolves for these GPUs (mem-fraction-static, the largest
+# decode graph, the KV cache's inputs): the deploy evaluates them again once SGLang is on the host.
+RULE_GROUPS = {"memory": ("K26-MODEL-TOO-LARGE", "K26-KV-CACHE", "K26-CUDA-GRAPH-PARTIAL")}
+
+
+def select_rules(names):
+    """(the rules named, in RULES' order; the names that are neither a rule id nor a group of RULE_GROUPS).
+    ``names`` None: every rule."""
+    if names is None:
+        return RULES, []
+    wanted = set()
+    unknown = []
+    for name in names:
+        if name in RULE_GROUPS:
+            wanted.update(RULE_GROUPS[name])
+        elif name in RULE_IDS:
+            wanted.add(name)
+        else:
+            unknown.append(name)
+    return tuple(rule for rule in RULES if rule.id in wanted), sorted(unknown)
 
 
 def build_context(options, gpu=None, simulator=False, expected_gpus=None, model=None, cache=None,

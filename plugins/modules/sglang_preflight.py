@@ -122,8 +122,9 @@ options:
     type: dict
   rules:
     description:
-      - The ids of the rules to evaluate (by default every rule), for example the memory rules once SGLang's
-        resolution is at hand. An unknown id is refused.
+      - The ids of the rules to evaluate (by default every rule), or the name of a group of them: V(memory), the
+        rules that reason from SGLang's resolved figures, which the deploy evaluates again once SGLang is on the
+        host. An unknown id or group is refused.
     type: list
     elements: str
   variables:
@@ -295,8 +296,8 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_version import S
 from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules import (
     ERROR,
     INFO,
+    RULE_GROUPS,
     RULE_IDS,
-    RULES,
     SEVERITIES,
     SEVERITY_OFF,
     WARNING,
@@ -307,6 +308,7 @@ from ansible_collections.k26.deploy.plugins.module_utils.k26_preflight_rules imp
     evaluate,
     format_finding,
     resolution_findings,
+    select_rules,
     strict,
     unknown_variable_findings,
 )
@@ -487,11 +489,11 @@ def main():
                          % (", ".join(bad), ", ".join(RULE_IDS), ", ".join(SEVERITIES + (SEVERITY_OFF,))),
                          k26_bad_input=True)
 
-    unknown_rules = sorted(set(params["rules"] or ()) - set(RULE_IDS))
+    rules, unknown_rules = select_rules(params["rules"])
     if unknown_rules:
-        module.fail_json(msg="rules: unknown rule id(s) %s (rules: %s)" % (", ".join(unknown_rules), ", ".join(RULE_IDS)),
+        module.fail_json(msg="rules: unknown rule id(s) or group(s) %s (rules: %s; groups: %s)"
+                         % (", ".join(unknown_rules), ", ".join(RULE_IDS), ", ".join(sorted(RULE_GROUPS))),
                          k26_bad_input=True)
-    rules = RULES if params["rules"] is None else tuple(rule for rule in RULES if rule.id in params["rules"])
 
     gpu = params["gpu_facts"]
     if not gpu or "gpu_count" not in gpu:
@@ -531,7 +533,7 @@ def main():
         error_count=count(findings, ERROR),
         warning_count=count(findings, WARNING),
         info_count=count(findings, INFO),
-        rules=list(RULE_IDS),
+        rules=[rule.id for rule in rules],
         gpu=gpu,
         model=model,
         cache=cache,

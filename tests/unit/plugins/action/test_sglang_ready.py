@@ -2,7 +2,6 @@
 import json
 
 import pytest
-import yaml
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.k26.deploy.plugins.action import sglang_benchmark as benchmark_action
@@ -10,7 +9,8 @@ from ansible_collections.k26.deploy.plugins.action import sglang_ready as action
 from ansible_collections.k26.deploy.plugins.module_utils import nvidia_health
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_readiness import PROBE_READY, http_result
 from ansible_collections.k26.deploy.plugins.modules import sglang_ready
-from module_runner import run_module as run_shared
+from module_runner import assert_documented_as_specified, run_module as run_shared
+from module_runner import doc as module_doc
 
 INV1 = 'cbc57ece148a4996b8fbeb0bfa66c895'
 OOM = 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.'
@@ -92,7 +92,7 @@ def run_module(args, script, capsys, check_mode=False):
 
 
 def doc(name):
-    return yaml.safe_load(getattr(sglang_ready, name))
+    return module_doc(sglang_ready, name)
 
 
 # --------------------------------------------------------------------------
@@ -100,12 +100,7 @@ def doc(name):
 # --------------------------------------------------------------------------
 
 def test_documented_options_match_argument_spec():
-    options = doc('DOCUMENTATION')['options']
-    assert set(options) == set(sglang_ready.ARGUMENT_SPEC)
-    for name, spec in sglang_ready.ARGUMENT_SPEC.items():
-        assert options[name]['type'] == spec['type'], name
-        assert options[name].get('default') == spec.get('default'), name
-        assert bool(options[name].get('required')) == bool(spec.get('required')), name
+    assert_documented_as_specified(sglang_ready)
 
 
 def test_interface_defaults():

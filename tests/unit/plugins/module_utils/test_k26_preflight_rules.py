@@ -549,6 +549,27 @@ def test_module_fails_on_errors_with_findings(capsys):
                for line in result["lines"])
 
 
+def test_a_group_names_its_rules_in_rule_order_and_an_unknown_name_is_returned():
+    assert r.select_rules(None) == (r.RULES, [])
+    chosen, unknown = r.select_rules(["memory", "K26-LAYOUT", "K26-NOPE", "storage"])
+    assert [rule.id for rule in chosen] == ["K26-CUDA-GRAPH-PARTIAL", "K26-LAYOUT", "K26-MODEL-TOO-LARGE",
+                                            "K26-KV-CACHE"]
+    assert unknown == ["K26-NOPE", "storage"]
+    assert all(set(ids) <= set(r.RULE_IDS) for ids in r.RULE_GROUPS.values())
+
+
+def test_module_evaluates_only_the_rules_asked_and_says_which(capsys):
+    """The deploy's check with SGLang's figures (rules: [memory]): the graphs turned off for every batch are a
+    finding of another rule, left out here."""
+    options = dict(K26, **{"disable-decode-cuda-graph": True})
+    rc, result = run_module({"options": options, "gpu_facts": RTX8, "check_model": False, "resolution": RTX8_TP8,
+                             "rules": ["memory"]}, capsys)
+    assert rc == 0 and result["rules"] == ["K26-CUDA-GRAPH-PARTIAL", "K26-MODEL-TOO-LARGE", "K26-KV-CACHE"], result
+    assert {f["id"] for f in result["findings"]} <= set(result["rules"]) and result["warning_count"] == 0
+    rc, result = run_module({"options": K26, "gpu_facts": RTX8, "check_model": False, "rules": ["mem"]}, capsys)
+    assert rc == 1 and "unknown rule id(s) or group(s) mem" in result["msg"] and "groups: memory" in result["msg"]
+
+
 def test_module_simulator_host(capsys):
     rc, result = run_module({"options": K26, "gpu_facts": NO_GPU, "simulator": True, "check_model": False}, capsys)
     assert rc == 0 and result["error_count"] == 0 and result["info_count"] == 1

@@ -7,14 +7,14 @@ import stat
 import subprocess
 
 import pytest
-import yaml
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_model as logic
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_model import (
     human_bytes, judge, list_files, manifest_digest, model_files, normalize_expected, parse_manifest, plan_hashing,
     prewarm_decision, read_into_page_cache, required_shards, sha256_of, summary)
 from ansible_collections.k26.deploy.plugins.modules import sglang_model
-from module_runner import run_module
+from module_runner import assert_documented_as_specified, run_module
+from module_runner import doc as module_doc
 from safetensors_shards import shard_bytes
 
 SHA_A, SHA_B, SHA_C = 'a' * 64, 'b' * 64, 'c' * 64
@@ -239,17 +239,11 @@ def test_io_helpers(tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 
 def doc(name):
-    return yaml.safe_load(getattr(sglang_model, name))
+    return module_doc(sglang_model, name)
 
 
 def test_documented_options_match_argument_spec():
-    options = doc('DOCUMENTATION')['options']
-    assert set(options) == set(sglang_model.ARGUMENT_SPEC)
-    for name, spec in sglang_model.ARGUMENT_SPEC.items():
-        assert options[name]['type'] == spec['type'], name
-        assert options[name].get('default') == spec.get('default'), name
-        assert options[name].get('choices') == spec.get('choices'), name
-        assert bool(options[name].get('required')) == bool(spec.get('required')), name
+    assert_documented_as_specified(sglang_model)
     assert all('name' in task for task in doc('EXAMPLES'))
 
 
