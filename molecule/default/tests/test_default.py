@@ -311,23 +311,6 @@ def test_the_simulator_behaves_as_the_real_server_in_what_the_package_reads(host
     assert not differences, json.dumps(differences, indent=1)
 
 
-def test_the_deepgemm_precompile_runs_real_sglangs_own_command_before_the_restart(host):
-    """SGLang's `python -m sglang.compile_deep_gemm` for the serving configuration (no DeepGEMM on a CPU, but the
-    rest is real: the config file merged by the deployer's command, the key dropped, a whole server on a loopback
-    port, its poll and its request), run as the service's user before the restart that a change causes."""
-    before = host.check_output("systemctl show sglang.service --property=InvocationID --value")
-    rc, result = k26deploy("deploy", "-e", "sglang_service_deepgemm_precompile=always",
-                           "-e", '{"sglang_service_environment": {"K26_MOLECULE_PRECOMPILE": "1"}}')
-    outcome = result["hosts"][HOST]
-    assert rc == 0 and outcome["ready"] and outcome["precompile"]["seconds"] > 0, outcome
-    said = host.check_output("journalctl --no-pager -o cat -u %s" % outcome["precompile"]["unit"])
-    assert "Begin DeepGEMM Kernels compilation" in said and "DeepGEMM Kernels compilation finished successfully." \
-        in said, said[-3000:]
-    assert KEY not in said
-    assert host.check_output("systemctl show sglang.service --property=InvocationID --value") != before
-    assert [m["id"] for m in json.loads(curl(host, "/v1/models"))["data"]] == [MODEL]
-
-
 GUARD_STATE = "/var/lib/k26deploy/guard/sglang"
 
 
