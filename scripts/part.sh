@@ -25,9 +25,12 @@ export K26_IMAGE
 TIMES=${K26_TEST_TIMES:-$PWD/.cache/test-times}
 mkdir -p "$TIMES"
 
+# --no-loadscope-reorder: pytest-xdist (3.5 on) hands out the files with the most tests first unless told not to, which
+# left the integration files of few long tests (test_promises_starts: 4 tests, 440 s) to the end, run while the other
+# workers had nothing left; in collection order tests/conftest.py puts the longest files first.
 pytest_on() {
-  exec python -m pytest -v -rs -p no:cacheprovider -n "${K26_TEST_WORKERS:-3}" --dist loadfile --durations=15 \
-    --junitxml="$TIMES/$1.xml" "${@:2}"
+  exec python -m pytest -v -rs -p no:cacheprovider -n "${K26_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder \
+    --durations=15 --junitxml="$TIMES/$1.xml" "${@:2}"
 }
 
 case ${1:-} in

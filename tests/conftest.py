@@ -35,20 +35,22 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = "skipped under CI=true, where every check must run: %s" % reason
 
 
-# The test files that take longest (bench/suite_times.py on a two-core machine), longest first. pytest-xdist's
-# --dist loadfile hands files to the workers in collection order: the long ones start at once and the short ones
-# fill in at the end, so no worker is left alone with a long file while the other idles.
+# The test files that take longest (bench/suite_times.py on a two-core machine, 2026-12-07), longest first.
+# pytest-xdist's --dist loadfile with --no-loadscope-reorder (scripts/part.sh) hands files to the workers in
+# collection order: the long ones start at once and the short ones fill in at the end, so no worker is left alone with
+# a long file while the others idle.
 LONGEST_FIRST = (
     "tests/integration/test_router.py",
     "tests/integration/test_promises.py",
+    "tests/integration/test_benchmark.py",
+    "tests/integration/test_secrets.py",
     "tests/integration/test_promises_starts.py",
     "tests/integration/test_promises_waits.py",
-    "tests/integration/test_benchmark.py",
+    "tests/integration/test_bad_input.py",
     "tests/integration/test_multinode.py",
     "tests/integration/test_k26deploy_api.py",
-    "tests/integration/test_secrets.py",
-    "tests/integration/test_collection.py",
-    "tests/integration/test_bad_input.py",
+    "tests/integration/test_guard.py",
+    "tests/unit/test_sglang_memory_resolution.py",
     "tests/integration/test_sglang_ready.py",
 )
 
