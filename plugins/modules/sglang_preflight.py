@@ -122,9 +122,9 @@ options:
     type: dict
   rules:
     description:
-      - The ids of the rules to evaluate (by default every rule), or the name of a group of them: V(memory), the
-        rules that reason from SGLang's resolved figures, which the deploy evaluates again once SGLang is on the
-        host. An unknown id or group is refused.
+      - The ids of the rules to evaluate (by default every rule), or a group's name. V(memory) is the rules that
+        reason from SGLang's resolved figures, which the deploy evaluates again once SGLang is on the host. An
+        unknown id or group is refused.
     type: list
     elements: str
   variables:
