@@ -3,6 +3,7 @@ scheduler that hangs (HTTP up, no token made: the simulator's hang file) is foun
 with one incident holding that invocation's journal; a long start is never acted on; the guard runs hardened, its
 key in a root-only file, never in argv; a deploy without it removes it."""
 
+import hashlib
 import json
 import os
 import shlex
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 import k26deploy
-from harness import demo_inventory, key_of, systemd_container, wait_until
+from harness import ROOT, demo_inventory, key_of, systemd_container, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -137,6 +138,21 @@ def test_a_link_the_service_account_put_in_place_of_its_cache_is_refused_never_f
         assert box.exec("stat -c '%a %U:%G' /etc").stdout == etc
     finally:
         box.exec("rm -f %s && install -d -o sglang -g sglang -m 0750 %s" % (hf_home, hf_home))
+
+
+def test_a_guard_file_changed_on_the_host_is_put_back_and_only_the_guard_restarts(guarded):
+    """The deploy looks at the guard's program once (checksums, owners, modes) and copies only what differs."""
+    box, inventory, runs = guarded
+    program = "/opt/k26deploy/guard"
+    box.exec("echo '# changed' >> %s/sglang_guard.py && chmod 0600 %s/nvidia_health.py" % (program, program))
+    service, guard = box.invocation(UNIT), box.invocation(GUARD)
+    result = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "guard-files")
+    assert result.exit_code == 0, result.to_json()
+    for name in ("sglang_guard.py", "nvidia_health.py"):
+        there = box.exec("sha1sum %s/%s && stat -c %%a %s/%s" % (program, name, program, name)).stdout.split()
+        here = hashlib.sha1((ROOT / "plugins" / "module_utils" / name).read_bytes()).hexdigest()
+        assert (there[0], there[-1]) == (here, "644"), (name, there)
+    assert box.invocation(GUARD) != guard and box.invocation(UNIT) == service
 
 
 def test_a_deploy_without_the_guard_removes_it(guarded):

@@ -105,7 +105,7 @@ def test_no_other_file_has_a_rescue():
     assert rescued == ["benchmark.yml", "main.yml"]
 
 
-@pytest.mark.parametrize("name", ["__sglang_service_invocation_before", "__sglang_service_retiring",
+@pytest.mark.parametrize("name", ["__sglang_service_unit_before", "__sglang_service_retiring",
                                   "__sglang_service_left_routers"])
 def test_the_runs_own_state_passes_through_the_outcome(name):
     """What a later step needs from an earlier one is in sglang_service_outcome: these names, once handed from file
