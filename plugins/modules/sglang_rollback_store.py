@@ -39,6 +39,7 @@ options:
     elements: dict
     required: true
 extends_documentation_fragment:
+  - k26.deploy.digest_key
   - k26.deploy.attributes
   - k26.deploy.attributes.changes_nothing
 """
@@ -82,12 +83,23 @@ files:
   elements: dict
   sample: [{"live": "/etc/sglang/sglang.yaml", "saved": "/var/lib/k26deploy/rollback/sglang/config.yaml",
             "live_exists": true, "saved_exists": true}]
+live_files:
+  description:
+    - What each live file is now, by its path, as M(k26.deploy.paths_info) says it (C(exists), C(isreg), C(islnk),
+      C(owner), C(group), C(mode), ...), with C(digest), its content's HMAC-SHA-256 under O(digest_key) (empty
+      without one, or for anything but a regular file).
+    - A file already as the role would write it need not be written again (P(k26.deploy.k26_file_in_place#filter)).
+  returned: success
+  type: dict
+  sample: {"/etc/sglang/sglang.yaml": {"exists": true, "path": "/etc/sglang/sglang.yaml", "isdir": false,
+           "isreg": true, "islnk": false, "uid": 0, "gid": 998, "owner": "root", "group": "sglang", "mode": "0640",
+           "digest": "5d5b09f6dcb2d53a5fffc60c4ac0d55fabdf556069d6631545f42aa6e3500f2e"}}
 """
 
 import os
-import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.k26.deploy.plugins.module_utils.k26_paths import file_digest, lstat_info
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import (
     compare, path_and_parents, unsafe_live_file, untrusted)
 
@@ -95,15 +107,21 @@ from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store i
 def look(module, path):
     """(ansible.builtin.stat-like result without following links, SHA-256 of a regular file or '')."""
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return {'item': path, 'stat': {'exists': False, 'path': path}}, ''
+        info = lstat_info(path)
     except OSError as exc:
         module.fail_json(msg='cannot look at %s: %s' % (path, exc))
-    checksum = module.sha256(path) if stat.S_ISREG(info.st_mode) else ''
-    return {'item': path, 'stat': {'exists': True, 'path': path, 'islnk': stat.S_ISLNK(info.st_mode),
-                                   'isreg': stat.S_ISREG(info.st_mode), 'uid': info.st_uid,
-                                   'mode': '%04o' % stat.S_IMODE(info.st_mode)}}, checksum
+    checksum = module.sha256(path) if info.get('isreg') else ''
+    return {'item': path, 'stat': info}, checksum
+
+
+def digest(module, path, looked, key):
+    """The live file's digest under KEY (k26_paths.file_digest), '' without a key or for anything but a regular file."""
+    if not key or not looked['stat'].get('isreg'):
+        return ''
+    try:
+        return file_digest(path, key)
+    except OSError as exc:
+        module.fail_json(msg='cannot read %s: %s' % (path, exc))
 
 
 def main():
@@ -111,6 +129,7 @@ def main():
         argument_spec=dict(
             store=dict(type='path', required=True),
             files=dict(type='list', elements='dict', required=True),
+            digest_key=dict(type='str', default='', no_log=True),
         ),
         supports_check_mode=True,
     )
@@ -123,12 +142,13 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     store = [look(module, path)[0] for path in directories]
-    looked = []
+    looked, live_files = [], {}
     for entry in params['files']:
         (saved, saved_sum), (live, live_sum) = look(module, entry['saved']), look(module, entry['live'])
         store.append(saved)
         looked.append(dict(entry, live_exists=live['stat']['exists'], saved_exists=saved['stat']['exists'],
                            live_sha256=live_sum, saved_sha256=saved_sum))
+        live_files[entry['live']] = dict(live['stat'], digest=digest(module, entry['live'], live, params['digest_key']))
     reason = untrusted(store) or ''
     live_unsafe = ''
     for entry in params['files']:
@@ -139,7 +159,7 @@ def main():
     can_roll_back, differs = compare(looked, reason)
     files = [{key: value for key, value in entry.items() if not key.endswith('_sha256')} for entry in looked]
     module.exit_json(changed=False, untrusted=reason, live_unsafe=live_unsafe, can_roll_back=can_roll_back,
-                     differs=differs, files=files)
+                     differs=differs, files=files, live_files=live_files)
 
 
 if __name__ == '__main__':

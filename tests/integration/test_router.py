@@ -314,6 +314,8 @@ def test_limit_deploys_only_the_hosts_it_names(fleet):
     for path in OLD_SIMULATOR:
         first.put(path, "raise SystemExit('an older simulator')\n")
     first.exec("echo '# drifted' >> %s/log.py && chmod 0600 %s/api.py && rm %s/gpu.py" % ((SIM_INSTALLED,) * 3))
+    # and two configuration files the deploy would leave as they are, changed by hand (content; mode)
+    first.exec("echo '# drifted' >> /etc/sglang/sglang.yaml && chmod 0600 /etc/systemd/system/sglang.service")
     limited = k26deploy.deploy(inventory=inventory, limit=first.name,
                                extra_vars={"sglang_service_environment": {LOAD: 1, "FLEET_CHANGE": "limited"}})
     assert limited.exit_code == 0 and list(limited.hosts) == [first.name], limited.to_json()
@@ -326,6 +328,8 @@ def test_limit_deploys_only_the_hosts_it_names(fleet):
     installed = first.exec("cd %s && stat -c '%%n %%a %%U' *.py *.json && sha1sum *.py *.json" % SIM_INSTALLED).stdout
     for source in sorted(SIMULATOR.glob("*.*")):
         assert "%s 644 root" % source.name in installed and hashlib.sha1(source.read_bytes()).hexdigest() in installed
+    assert "# drifted" not in first.exec("cat /etc/sglang/sglang.yaml").stdout
+    assert first.exec("stat -c '%a %U:%G' /etc/systemd/system/sglang.service").stdout.strip() == "644 root:root"
 
 
 # molecule/fleet/files/roll_check.py: the verdict on a roll from the samples (tests/unit/test_fleet_roll_check.py)

@@ -118,6 +118,22 @@ def test_an_admin_key_of_its_own_keeps_the_api_key_off_the_admin_endpoints(tls):
     assert admin_key not in journal(box) and "'admin_api_key': '********'" in journal(box)
 
 
+def test_an_admin_key_others_may_have_read_is_refused_before_anything_is_written(tls):
+    """The key's file is looked at with the service's directories (one k26.deploy.paths_info run): a key another
+    user could read stops the deploy with the path and what was seen, and the file is left as it was for the
+    operator."""
+    box, inventory, tls_vars = tls[0], tls[1], tls[2]
+    admin_key, invocation = admin_key_of(box), box.invocation("sglang.service")
+    box.exec("chmod 0644 " + ADMIN_KEY_FILE)
+    try:
+        result = k26deploy.deploy(inventory=inventory, extra_vars=tls_vars)
+        msg = result.hosts[box.name].msg or ""
+        assert result.exit_code != 0 and ADMIN_KEY_FILE in msg and "root 0644" in msg, result.to_json()
+        assert admin_key_of(box) == admin_key and box.invocation("sglang.service") == invocation
+    finally:
+        box.exec("chmod 0600 " + ADMIN_KEY_FILE)
+
+
 def test_the_files_stay_private_and_the_unit_as_hardened_as_before(tls):
     box, inventory = tls[0], tls[1]
     for name in ("sglang.yaml", "sglang.env"):

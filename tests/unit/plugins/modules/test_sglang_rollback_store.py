@@ -1,13 +1,17 @@
 """The rollback store's trust rule: root restores only from files that root alone can write, below directories that
 root alone can write."""
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
+from ansible_collections.k26.deploy.plugins.module_utils.k26_paths import text_digest
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import (
     compare, path_and_parents, unsafe_live_file, untrusted, writable_overlaps)
 from ansible_collections.k26.deploy.plugins.modules import sglang_rollback_store as module
+
+from module_runner import run_module
 
 
 def stat(path, uid=0, mode="0700", islnk=False, exists=True):
@@ -139,3 +143,20 @@ def test_the_module_looks_at_a_live_link_itself_not_at_its_target(tmp_path):
         entry["stat"].update(as_root)
     assert unsafe_live_file(LIVE_DIRS, looked_at_link) == "%s is a symbolic link" % link
     assert unsafe_live_file(LIVE_DIRS, looked_at_file) is None
+
+
+def test_the_live_files_content_is_returned_only_as_a_digest_under_the_runs_key(tmp_path, capsys):
+    """A config file holds API keys: the result (kept in the run's artifacts) has no plain hash of it to test guesses
+    of a key against, only its HMAC under a key of this run, which the role compares with what it would write."""
+    live = tmp_path / "sglang.yaml"
+    live.write_text("api-key: secret\n")
+    files = [{"live": str(live), "saved": str(tmp_path / "store" / "config.yaml")},
+             {"live": str(tmp_path / "absent.env"), "saved": str(tmp_path / "store" / "env"), "required": False}]
+    code, result = run_module(module, {"store": str(tmp_path / "store"), "files": files, "digest_key": "run-key"}, capsys)
+    assert code == 0, result
+    looked, absent = (result["live_files"][entry["live"]] for entry in files)
+    assert looked["digest"] == text_digest("api-key: secret\n", "run-key") != text_digest("api-key: secret\n", "other")
+    assert looked["isreg"] and looked["mode"] == "%04o" % (live.stat().st_mode & 0o7777)
+    assert absent == {"exists": False, "path": files[1]["live"], "digest": ""}
+    assert hashlib.sha256(live.read_bytes()).hexdigest() not in json.dumps(result)
+    assert "run-key" not in json.dumps(result)
