@@ -19,6 +19,16 @@ def host_input_problems(getent, user, group, home, directories, root_only, exist
         raise BadInputError('sglang_host_input_problems: %s' % exc)
 
 
+def account_in_place(getent, user, group, home, shell, supplementary):
+    """getent: {'passwd': getent_passwd, 'group': getent_group} facts -> whether the service account is already as
+    the role's group and user tasks would leave it (they need not run)."""
+    try:
+        return sglang_host_inputs.account_in_place(user, group, home, shell, list(supplementary),
+                                                   getent.get('passwd') or {}, getent.get('group') or {})
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise BadInputError('sglang_account_in_place: %s' % exc)
+
+
 def writable_overlaps(path, name, writable):
     """PATH (the variable NAME), a directory root writes into -> why it may not overlap the directories the service
     account can write (WRITABLE: {variable: directory or list}); [] when it overlaps none."""
@@ -29,4 +39,5 @@ def writable_overlaps(path, name, writable):
 
 class FilterModule:
     def filters(self):
-        return {"sglang_host_input_problems": host_input_problems, "sglang_writable_overlaps": writable_overlaps}
+        return {"sglang_host_input_problems": host_input_problems, "sglang_writable_overlaps": writable_overlaps,
+                "sglang_account_in_place": account_in_place}

@@ -75,6 +75,18 @@ def group_problem(group, user, passwd, groups, existing_ok):
     return None
 
 
+def account_in_place(user, group, home, shell, supplementary, passwd, groups):
+    """Whether getent's databases (`passwd`, `groups`, as above) show the service account as the role's user and group
+    tasks would leave it: the group exists, and the user exists with it as primary group, `home`, `shell` and a
+    member of each of the `supplementary` groups. Then neither task would change anything."""
+    entry, primary = passwd.get(user), groups.get(group)
+    if entry is None or primary is None:
+        return False
+    if entry[2] != primary[1] or entry[4] != home or entry[5] != shell:
+        return False
+    return all(name in groups and user in groups[name][2].split(',') for name in supplementary)
+
+
 def directory_problems(directories, root_only):
     """Why each of `directories` ([variable, path]) may not be given to the service (owner and mode 0750);
     `root_only` is the directory of root's rollback store, which the service may not own any part of."""

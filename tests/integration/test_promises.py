@@ -153,6 +153,24 @@ def unit_state(box, unit):
     return [shown.get(name, "") for name in ("ActiveState", "UnitFileState", "LoadState")]
 
 
+def test_a_deploy_that_writes_nothing_puts_back_what_was_changed_by_hand(changes):
+    """The deploy skips systemd's enable-and-start only where the service already runs, enabled, as written, and the
+    account's tasks only where the account is as they would leave it: a service disabled by hand is enabled again
+    without a restart, the account taken out of the devices' group is put back in, and a stopped service is started."""
+    box, inventory, runs = changes
+    invocation = box.invocation()
+    assert "video" in box.exec("id -nG sglang").stdout.split()
+    box.exec("systemctl disable %s && gpasswd -d sglang video" % UNIT)
+    enabled = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "disabled")
+    assert enabled.exit_code == 0, enabled.to_json()
+    assert unit_state(box, UNIT) == ["active", "enabled", "loaded"] and box.invocation() == invocation
+    assert "video" in box.exec("id -nG sglang").stdout.split()
+    box.exec("systemctl stop " + UNIT)
+    started = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "stopped")
+    assert started.exit_code == 0 and started.hosts[box.name].ready, started.to_json()
+    assert unit_state(box, UNIT) == ["active", "enabled", "loaded"] and box.invocation() != invocation
+
+
 def test_a_renamed_service_is_refused_then_replaces_the_old_one_only_once_it_is_ready(changes):
     box, inventory, runs = changes
     served_invocation = box.invocation()

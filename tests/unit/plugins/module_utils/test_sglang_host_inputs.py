@@ -1,7 +1,7 @@
 """The service account and directories: an account or directory others depend on is refused, with the reason."""
 import pytest
 
-from ansible_collections.k26.deploy.plugins.module_utils.sglang_host_inputs import problems
+from ansible_collections.k26.deploy.plugins.module_utils.sglang_host_inputs import account_in_place, problems
 
 HOME = "/var/lib/sglang"
 PASSWD = {
@@ -73,3 +73,18 @@ def test_a_system_account_with_the_services_home_is_not_the_roles_own(entry):
     passwd = dict(PASSWD, **{"www-data": entry})
     found = problems("www-data", "new", "/var/www", [], passwd, GROUPS, ROOT_ONLY)
     assert len(found) == 1 and found[0].startswith("sglang_service_user www-data is an existing account"), found
+
+
+NOLOGIN = "/usr/sbin/nologin"
+
+
+def test_the_account_the_role_made_is_in_place_and_anything_else_is_not():
+    groups = dict(GROUPS, video=["x", "44", "bob,sglang"])
+    assert account_in_place("sglang", "sglang", HOME, NOLOGIN, ["video"], PASSWD, groups)
+    assert not account_in_place("sglang", "sglang", HOME, NOLOGIN, ["video"], PASSWD, GROUPS)  # not in video yet
+    assert not account_in_place("sglang", "sglang", HOME, NOLOGIN, ["render"], PASSWD, groups)  # no such group
+    assert not account_in_place("new", "sglang", HOME, NOLOGIN, [], PASSWD, groups)
+    assert not account_in_place("sglang", "new", HOME, NOLOGIN, [], PASSWD, groups)
+    assert not account_in_place("sglang", "users", HOME, NOLOGIN, [], PASSWD, groups)  # another primary group
+    assert not account_in_place("sglang", "sglang", "/srv/sglang", NOLOGIN, [], PASSWD, groups)
+    assert not account_in_place("sglang", "sglang", HOME, "/bin/false", [], PASSWD, groups)
