@@ -36,4 +36,6 @@ class FilterModule:
             "systemd_command_line": values.command_line,
             "systemd_environment_value": values.environment_value,
             "systemd_hardening": hardening,
+            "systemd_show_units": values.show_units,
+            "systemd_unit_settled": values.settled,
         }

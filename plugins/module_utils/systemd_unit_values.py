@@ -261,3 +261,22 @@ def service_hardening(read_write_paths, protect_home='yes', syscall_deny=(), sys
     # NVIDIA GPUs (and RDMA): systemd matches these groups against /proc/devices when the unit starts
     pairs += [['DeviceAllow', str(entry)] for entry in device_allow] or [['PrivateDevices', 'yes']]
     return pairs
+
+
+RUNNING_STATES = ('active', 'activating', 'reloading')
+
+
+def show_units(text):
+    """`systemctl show UNIT... --property=...` output -> one {property: value} per unit, in the order given (systemd
+    separates the units' blocks with an empty line)."""
+    return [dict(line.split('=', 1) for line in block.splitlines() if '=' in line)
+            for block in str(text).strip().split('\n\n') if block.strip()]
+
+
+def settled(shown, enabled):
+    """Whether a unit (one of show_units' dicts, with ActiveState, UnitFileState and NeedDaemonReload) runs, is
+    enabled or not as ENABLED says, and is loaded as its file is written: starting and enabling it would change
+    nothing, and systemd needs no daemon-reload for it."""
+    return (shown.get('ActiveState') in RUNNING_STATES
+            and shown.get('UnitFileState') == ('enabled' if enabled else 'disabled')
+            and shown.get('NeedDaemonReload') == 'no')

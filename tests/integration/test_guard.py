@@ -140,11 +140,17 @@ def test_a_link_the_service_account_put_in_place_of_its_cache_is_refused_never_f
         box.exec("rm -f %s && install -d -o sglang -g sglang -m 0750 %s" % (hf_home, hf_home))
 
 
+GUARD_CONFIG = "/etc/sglang/sglang.guard.json"
+
+
 def test_a_guard_file_changed_on_the_host_is_put_back_and_only_the_guard_restarts(guarded):
-    """The deploy looks at the guard's program once (checksums, owners, modes) and copies only what differs."""
+    """The deploy looks at the guard's program and configuration once (content, owner, mode) and writes only what
+    differs."""
     box, inventory, runs = guarded
     program = "/opt/k26deploy/guard"
+    config = box.exec("cat " + GUARD_CONFIG).stdout
     box.exec("echo '# changed' >> %s/sglang_guard.py && chmod 0600 %s/nvidia_health.py" % (program, program))
+    box.exec("echo ' ' >> %s && chmod 0640 %s" % (GUARD_CONFIG, GUARD_CONFIG))
     service, guard = box.invocation(UNIT), box.invocation(GUARD)
     result = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "guard-files")
     assert result.exit_code == 0, result.to_json()
@@ -152,7 +158,20 @@ def test_a_guard_file_changed_on_the_host_is_put_back_and_only_the_guard_restart
         there = box.exec("sha1sum %s/%s && stat -c %%a %s/%s" % (program, name, program, name)).stdout.split()
         here = hashlib.sha1((ROOT / "plugins" / "module_utils" / name).read_bytes()).hexdigest()
         assert (there[0], there[-1]) == (here, "644"), (name, there)
+    assert box.exec("cat " + GUARD_CONFIG).stdout == config
+    assert box.exec("stat -c '%a %U' " + GUARD_CONFIG).stdout.strip() == "600 root"
     assert box.invocation(GUARD) != guard and box.invocation(UNIT) == service
+
+
+def test_a_guard_stopped_and_disabled_by_hand_is_started_and_enabled_again(guarded):
+    """The deploy skips the guard's start only where the guard already runs, enabled, as written."""
+    box, inventory, runs = guarded
+    service = box.invocation(UNIT)
+    box.exec("systemctl disable --now " + GUARD)
+    result = k26deploy.deploy(inventory=inventory, private_data_dir=runs / "guard-stopped")
+    assert result.exit_code == 0, result.to_json()
+    shown = box.exec("systemctl show %s -p ActiveState -p UnitFileState" % GUARD).stdout.split()
+    assert shown == ["ActiveState=active", "UnitFileState=enabled"] and box.invocation(UNIT) == service
 
 
 def test_a_deploy_without_the_guard_removes_it(guarded):

@@ -81,3 +81,24 @@ def test_command_words(word, written):
 def test_environment_values_are_double_quoted_and_escaped():
     assert values.environment_value('a "b" \\c $d `e`') == '"a \\"b\\" \\\\c \\$d \\`e\\`"'
     assert values.environment_value(8) == '"8"'
+
+
+SHOWN = ("InvocationID=abc\nActiveState=active\nUnitFileState=enabled\nNeedDaemonReload=no\n\n"
+         "InvocationID=\nActiveState=inactive\nUnitFileState=\nNeedDaemonReload=no\n")
+
+
+def test_systemctl_show_of_several_units_is_read_one_mapping_each_in_order():
+    service, guard = values.show_units(SHOWN)
+    assert service == {"InvocationID": "abc", "ActiveState": "active", "UnitFileState": "enabled",
+                       "NeedDaemonReload": "no"}
+    assert guard["ActiveState"] == "inactive" and guard["UnitFileState"] == ""
+    assert values.show_units("") == [] and values.show_units("ActiveState=a=b\n") == [{"ActiveState": "a=b"}]
+
+
+@pytest.mark.parametrize("change", [{"ActiveState": "failed"}, {"ActiveState": "inactive"}, {"UnitFileState": "disabled"},
+                                    {"UnitFileState": "masked"}, {"NeedDaemonReload": "yes"}])
+def test_only_a_running_unit_enabled_as_wanted_and_loaded_as_written_is_settled(change):
+    service = values.show_units(SHOWN)[0]
+    assert values.settled(service, True) and values.settled(dict(service, ActiveState="activating"), True)
+    assert not values.settled(dict(service, **change), True)
+    assert values.settled(dict(service, UnitFileState="disabled"), False) and not values.settled(service, False)
