@@ -37,5 +37,6 @@ class FilterModule:
             "systemd_environment_value": values.environment_value,
             "systemd_hardening": hardening,
             "systemd_show_units": values.show_units,
+            "systemd_unit_running": values.running,
             "systemd_unit_settled": values.settled,
         }

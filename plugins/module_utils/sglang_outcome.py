@@ -29,6 +29,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.k26.deploy.plugins.module_utils import sglang_result
+from ansible_collections.k26.deploy.plugins.module_utils.systemd_unit_values import running
 
 
 class OutcomeError(ValueError):
@@ -165,7 +166,7 @@ def retiring(outcome, results):
     for item in (results or {}).get('results') or []:
         status = item.get('status')
         retired.append({'name': item.get('item'), 'found': status is not None,
-                        'was_running': (status or {}).get('ActiveState', '') in ('active', 'activating', 'reloading'),
+                        'was_running': running(status),
                         'was_enabled': (status or {}).get('UnitFileState', '') == 'enabled'})
     return _next(outcome, retired=retired)
 

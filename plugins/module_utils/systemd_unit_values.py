@@ -273,10 +273,16 @@ def show_units(text):
             for block in str(text).strip().split('\n\n') if block.strip()]
 
 
+def running(shown):
+    """Whether a unit (a mapping with its ActiveState, as systemctl show or ansible.builtin.systemd_service's status
+    gives it) runs or is starting: a start would change nothing."""
+    return (shown or {}).get('ActiveState', '') in RUNNING_STATES
+
+
 def settled(shown, enabled):
     """Whether a unit (one of show_units' dicts, with ActiveState, UnitFileState and NeedDaemonReload) runs, is
     enabled or not as ENABLED says, and is loaded as its file is written: starting and enabling it would change
     nothing, and systemd needs no daemon-reload for it."""
-    return (shown.get('ActiveState') in RUNNING_STATES
+    return (running(shown)
             and shown.get('UnitFileState') == ('enabled' if enabled else 'disabled')
             and shown.get('NeedDaemonReload') == 'no')

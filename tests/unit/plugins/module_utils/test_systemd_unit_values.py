@@ -102,3 +102,9 @@ def test_only_a_running_unit_enabled_as_wanted_and_loaded_as_written_is_settled(
     assert values.settled(service, True) and values.settled(dict(service, ActiveState="activating"), True)
     assert not values.settled(dict(service, **change), True)
     assert values.settled(dict(service, UnitFileState="disabled"), False) and not values.settled(service, False)
+
+
+def test_a_unit_runs_while_active_activating_or_reloading():
+    assert [values.running({"ActiveState": state}) for state in ("active", "activating", "reloading")] == [True] * 3
+    assert not any(values.running(shown) for shown in ({"ActiveState": "deactivating"}, {"ActiveState": "failed"},
+                                                       {}, None))
