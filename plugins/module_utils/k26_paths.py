@@ -59,10 +59,18 @@ def text_digest(text, key):
     return hmac.new(key.encode('utf-8'), text.encode('utf-8'), hashlib.sha256).hexdigest()
 
 
-def file_digest(path, key):
-    """HMAC-SHA-256 (hex) of the file at PATH under KEY (equal to text_digest of the text Ansible wrote there)."""
-    digest = hmac.new(key.encode('utf-8'), digestmod=hashlib.sha256)
+def file_hashes(path, key):
+    """(SHA-256, HMAC-SHA-256 under KEY or '' without one), both hex, of the file at PATH, read once."""
+    checksum = hashlib.sha256()
+    digest = hmac.new(key.encode('utf-8'), digestmod=hashlib.sha256) if key else None
     with open(path, 'rb') as handle:
         for block in iter(lambda: handle.read(1 << 16), b''):
-            digest.update(block)
-    return digest.hexdigest()
+            checksum.update(block)
+            if digest:
+                digest.update(block)
+    return checksum.hexdigest(), digest.hexdigest() if digest else ''
+
+
+def file_digest(path, key):
+    """HMAC-SHA-256 (hex) of the file at PATH under KEY (equal to text_digest of the text Ansible wrote there)."""
+    return file_hashes(path, key)[1]

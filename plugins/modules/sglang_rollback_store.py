@@ -99,29 +99,20 @@ live_files:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.k26.deploy.plugins.module_utils.k26_paths import file_digest, lstat_info
+from ansible_collections.k26.deploy.plugins.module_utils.k26_paths import file_hashes, lstat_info
 from ansible_collections.k26.deploy.plugins.module_utils.sglang_rollback_store import (
     compare, path_and_parents, unsafe_live_file, untrusted)
 
 
-def look(module, path):
-    """(ansible.builtin.stat-like result without following links, SHA-256 of a regular file or '')."""
+def look(module, path, key=''):
+    """(ansible.builtin.stat-like result without following links, SHA-256 of a regular file or '', and its HMAC-SHA-256
+    under KEY or '' (k26_paths.file_hashes: one read for both))."""
     try:
         info = lstat_info(path)
+        checksum, digest = file_hashes(path, key) if info.get('isreg') else ('', '')
     except OSError as exc:
         module.fail_json(msg='cannot look at %s: %s' % (path, exc))
-    checksum = module.sha256(path) if info.get('isreg') else ''
-    return {'item': path, 'stat': info}, checksum
-
-
-def digest(module, path, looked, key):
-    """The live file's digest under KEY (k26_paths.file_digest), '' without a key or for anything but a regular file."""
-    if not key or not looked['stat'].get('isreg'):
-        return ''
-    try:
-        return file_digest(path, key)
-    except OSError as exc:
-        module.fail_json(msg='cannot read %s: %s' % (path, exc))
+    return {'item': path, 'stat': info}, checksum, digest
 
 
 def main():
@@ -142,18 +133,20 @@ def main():
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     store = [look(module, path)[0] for path in directories]
-    looked, live_files = [], {}
+    looked, live_files, live_looks = [], {}, []
     for entry in params['files']:
-        (saved, saved_sum), (live, live_sum) = look(module, entry['saved']), look(module, entry['live'])
+        saved, saved_sum = look(module, entry['saved'])[:2]
+        live, live_sum, live_digest = look(module, entry['live'], params['digest_key'])
         store.append(saved)
+        live_looks.append(live)
         looked.append(dict(entry, live_exists=live['stat']['exists'], saved_exists=saved['stat']['exists'],
                            live_sha256=live_sum, saved_sha256=saved_sum))
-        live_files[entry['live']] = dict(live['stat'], digest=digest(module, entry['live'], live, params['digest_key']))
+        live_files[entry['live']] = dict(live['stat'], digest=live_digest)
     reason = untrusted(store) or ''
     live_unsafe = ''
-    for entry in params['files']:
-        directories = [look(module, path)[0] for path in path_and_parents(os.path.dirname(entry['live']))]
-        live_unsafe = unsafe_live_file(directories, look(module, entry['live'])[0]) or ''
+    for live in live_looks:
+        directories = [look(module, path)[0] for path in path_and_parents(os.path.dirname(live['item']))]
+        live_unsafe = unsafe_live_file(directories, live) or ''
         if live_unsafe:
             break
     can_roll_back, differs = compare(looked, reason)

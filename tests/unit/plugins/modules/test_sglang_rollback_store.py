@@ -2,7 +2,6 @@
 root alone can write."""
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
@@ -127,10 +126,10 @@ def test_the_module_looks_at_a_live_link_itself_not_at_its_target(tmp_path):
     """Issue 50: where the directories above a live file are root's alone, what the module's own look at the file
     says decides. A link the service put there in place of the file (here to a root-owned regular file, which a
     look that follows links would pass) is refused; the file itself is not."""
-    class Hasher:  # the one AnsibleModule method look() calls on a regular file
+    class Module:  # the one AnsibleModule method look() calls, on an error
         @staticmethod
-        def sha256(path):
-            return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        def fail_json(**result):
+            raise AssertionError(result)
 
     target = tmp_path / "server.crt"
     target.write_text("certificate")
@@ -138,7 +137,7 @@ def test_the_module_looks_at_a_live_link_itself_not_at_its_target(tmp_path):
     link = tmp_path / "planted.crt"
     link.symlink_to(target)
     as_root = {"uid": 0}  # what a root-owned file under /etc/sglang/tls looks like, wherever the test runs
-    looked_at_link, looked_at_file = (module.look(Hasher, str(path))[0] for path in (link, target))
+    looked_at_link, looked_at_file = (module.look(Module, str(path))[0] for path in (link, target))
     for entry in (looked_at_link, looked_at_file):
         entry["stat"].update(as_root)
     assert unsafe_live_file(LIVE_DIRS, looked_at_link) == "%s is a symbolic link" % link
@@ -160,3 +159,20 @@ def test_the_live_files_content_is_returned_only_as_a_digest_under_the_runs_key(
     assert absent == {"exists": False, "path": files[1]["live"], "digest": ""}
     assert hashlib.sha256(live.read_bytes()).hexdigest() not in json.dumps(result)
     assert "run-key" not in json.dumps(result)
+
+
+def test_the_live_files_are_compared_with_the_saved_by_content(tmp_path, capsys):
+    """Each live file is read once for both its SHA-256 (live against saved) and its digest under the run's key."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "sglang.yaml").write_text("tp-size: 8\n")
+    (store / "config.yaml").write_text("tp-size: 8\n")
+    files = [{"live": str(tmp_path / "sglang.yaml"), "saved": str(store / "config.yaml")}]
+    args = {"store": str(store), "files": files, "digest_key": "run-key"}
+    code, result = run_module(module, args, capsys)
+    assert code == 0 and result["differs"] is False, result
+    assert result["live_files"][files[0]["live"]]["digest"] == text_digest("tp-size: 8\n", "run-key")
+    (tmp_path / "sglang.yaml").write_text("tp-size: 4\n")
+    code, result = run_module(module, args, capsys)
+    assert code == 0 and result["differs"] is True, result
+    assert result["live_files"][files[0]["live"]]["digest"] == text_digest("tp-size: 4\n", "run-key")
