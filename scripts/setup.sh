@@ -34,9 +34,9 @@ if [ ! -f "$stamp" ]; then
   log "creating virtualenv $VENV"
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-  # --no-compile: Python writes the bytecode of what is imported, on first import (the venv is this user's); compiling
-  # every module of the `ansible` bundle's collections at install took 34 CPU-seconds against 12 (2026-12-07)
-  "$VENV/bin/python" -m pip install -q --no-compile -e '.[dev]'
+  # pip compiles every module at install, on purpose: where PYTHONDONTWRITEBYTECODE is set (make test's machines set
+  # it), a --no-compile virtualenv compiles each import anew in every process (tried 2026-12-07: slower, not faster)
+  "$VENV/bin/python" -m pip install -q -e '.[dev]'
   rm -f "$VENV"/.k26-setup-*
   touch "$stamp"
 fi

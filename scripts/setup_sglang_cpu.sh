@@ -49,14 +49,13 @@ log "creating $VENV (sglang $SGLANG_VERSION on CPU torch $TORCH_VERSION)"
 mkdir -p "$(dirname "$VENV")"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 # pip's output goes to a log, shown only when a step fails: with --no-deps, pip lists every sglang dependency
-# that is deliberately left out as a "conflict", which would only bury real errors.
-# --no-compile: the tests import a small part of torch, transformers and sglang, and Python writes the bytecode of
-# that part on first import; compiling all of it took 83 CPU-seconds against 41 here (2026-12-07).
+# that is deliberately left out as a "conflict", which would only bury real errors. pip compiles at install, on
+# purpose: make test's machines set PYTHONDONTWRITEBYTECODE (see scripts/setup.sh).
 LOG=$(dirname "$VENV")/setup_sglang_cpu.log
 : >"$LOG"
 pip_install() {
   log "pip install $*"
-  if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$@" >>"$LOG" 2>&1; then
+  if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" >>"$LOG" 2>&1; then
     tail -n 30 "$LOG" >&2
     log "FAILED: pip install $* (full log: $LOG)"
     exit 1
