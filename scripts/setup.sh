@@ -41,11 +41,13 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-# make test's cache of the module_utils Ansible walks for each module payload (tests/controller/k26_ansiballz_cache.py,
-# inert unless K26_ANSIBALLZ_CACHE is set), installed at every set-up so that .venv holds this checkout's version
+# make test's caches of what each ansible-playbook process computes again (tests/controller/k26_controller_cache.py,
+# inert unless K26_CONTROLLER_CACHE is set), installed at every set-up so that .venv holds this checkout's version
+# (k26_ansiballz_cache was its name before it cached more than the payloads' walk)
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-install -m 0644 tests/controller/k26_ansiballz_cache.py "$site/k26_ansiballz_cache.py"
-echo 'import k26_ansiballz_cache' >"$site/k26_ansiballz_cache.pth"
+rm -f "$site/k26_ansiballz_cache.py" "$site/k26_ansiballz_cache.pth"
+install -m 0644 tests/controller/k26_controller_cache.py "$site/k26_controller_cache.py"
+echo 'import k26_controller_cache' >"$site/k26_controller_cache.pth"
 
 scripts/build_image.sh
 for suite in "$@"; do K26_IMAGE_SUITE=$suite scripts/build_image.sh; done

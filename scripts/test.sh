@@ -95,11 +95,11 @@ export PATH=$PWD/.venv/bin:$PATH
 export ANSIBLE_CONFIG=$PWD/ansible.cfg
 source scripts/image.env
 export K26_IMAGE
-# Ansible walks a module's module_utils once per run, not once per ansible-playbook process
-# (tests/controller/k26_ansiballz_cache.py, installed in .venv by scripts/setup.sh): a fresh directory each run,
-# as the checkout does not change during one.
-export K26_ANSIBALLZ_CACHE=$PWD/.cache/ansiballz-run
-rm -rf "$K26_ANSIBALLZ_CACHE"
+# What each ansible-playbook process computes again (a module's payload, the collections' Python, Jinja's compiled
+# templates) is computed once per run (tests/controller/k26_controller_cache.py, installed in .venv by
+# scripts/setup.sh): a fresh directory each run, as the checkout does not change during one.
+export K26_CONTROLLER_CACHE=$PWD/.cache/controller-run
+rm -rf "$K26_CONTROLLER_CACHE"
 
 # Each part is scripts/part.sh PART, as `make PART` runs it alone.
 checks_lane() {
