@@ -12,8 +12,8 @@ it, so a second process gets what the first one computed:
   again: about 1.4 of the 19 CPU-seconds of a deploy that changes nothing).
 scripts/setup.sh installs this file in .venv with a ``.pth`` line that imports it; it does nothing unless
 K26_CONTROLLER_CACHE names a directory, which scripts/test.sh sets to a fresh one for each run (the checkout does not
-change during a run). Any failure computes as before; a debugger or coverage extension is never cached. Nothing of
-the package depends on it: an operator's Ansible computes each time.
+change during a run). Any failure computes as before; the payload of a module run with a debugger or coverage
+extension is never cached. Nothing of the package depends on it: an operator's Ansible computes each time.
 """
 
 import os

@@ -1,7 +1,7 @@
 """make test's caches of what each ansible-playbook process computes again (tests/controller/k26_controller_cache.py),
 each with Ansible's or Jinja's own code: the payload walk (the payload is the same with and without it, a changed or
 damaged entry is walked again), the collection loader's code objects (a second process compiles nothing, and the
-module works), Jinja's compiled templates and expressions (the same results, a second environment parses nothing, a
+module works), Jinja's compiled templates and expressions (the same results, a second environment compiles nothing, a
 changed source or delimiter compiles anew), and the hook installed in .venv but inert unless K26_CONTROLLER_CACHE is
 set."""
 
